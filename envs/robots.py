@@ -1,0 +1,67 @@
+"""Robot descriptions: which vendored model, its actuators and default pose.
+
+Actuator gains follow one rule for every motor: a position servo with natural frequency
+10 Hz and damping ratio 2 on the joint's reflected rotor inertia (armature):
+``stiffness = armature * w**2``, ``damping = 2 * zeta * armature * w``.
+Reflected inertias are those of Unitree's two-stage planetary motors:
+``rotor_0 * (g1 * g2)**2 + rotor_1 * g2**2 + rotor_2``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from motrix_gym.manager.config import ActuatorGroup, RobotConfig
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+NATURAL_FREQ = 2.0 * math.pi * 10.0
+DAMPING_RATIO = 2.0
+
+
+def reflected_inertia(rotor: tuple[float, float, float], gears: tuple[float, float, float]) -> float:
+    return rotor[0] * (gears[1] * gears[2]) ** 2 + rotor[1] * gears[2] ** 2 + rotor[2]
+
+
+def servo(joints: tuple[str, ...], armature: float, effort: float) -> ActuatorGroup:
+    return ActuatorGroup(joints=joints, stiffness=armature * NATURAL_FREQ**2,
+                         damping=2.0 * DAMPING_RATIO * armature * NATURAL_FREQ,
+                         effort_limit=effort, armature=armature)
+
+
+# Unitree motor data (rotor inertias in kg m^2 per stage, stage gear ratios, peak torque N m).
+M5020 = reflected_inertia((0.139e-4, 0.017e-4, 0.169e-4), (1.0, 1.0 + 46 / 18, 1.0 + 56 / 16))
+M7520_14 = reflected_inertia((0.489e-4, 0.098e-4, 0.533e-4), (1.0, 4.5, 1.0 + 48 / 22))
+M7520_22 = reflected_inertia((0.489e-4, 0.109e-4, 0.738e-4), (1.0, 4.5, 5.0))
+M4010 = reflected_inertia((0.068e-4, 0.0, 0.0), (1.0, 5.0, 5.0))
+
+G1 = RobotConfig(
+    name="g1",
+    xml=ASSETS / "unitree_g1" / "g1.xml",
+    root_body="pelvis",
+    base_height=0.785,
+    actuators=(
+        servo((".*_elbow_joint", ".*_shoulder_.*_joint", ".*_wrist_roll_joint"), M5020, 25.0),
+        servo((".*_hip_pitch_joint", ".*_hip_yaw_joint", "waist_yaw_joint"), M7520_14, 88.0),
+        servo((".*_hip_roll_joint", ".*_knee_joint"), M7520_22, 139.0),
+        servo((".*_wrist_pitch_joint", ".*_wrist_yaw_joint"), M4010, 5.0),
+        # Waist pitch/roll and ankles are driven by two 5020 motors through linkages.
+        servo(("waist_pitch_joint", "waist_roll_joint", ".*_ankle_.*_joint"), 2 * M5020, 50.0),
+    ),
+    default_joint_pos={
+        ".*_hip_pitch_joint": -0.1,
+        ".*_knee_joint": 0.3,
+        ".*_ankle_pitch_joint": -0.2,
+        ".*_shoulder_pitch_joint": 0.2,
+        ".*_elbow_joint": 1.28,
+        "left_shoulder_roll_joint": 0.2,
+        "right_shoulder_roll_joint": -0.2,
+    },
+)
+
+G1_FEET = ("left_ankle_roll_link", "right_ankle_roll_link")
+
+
+def action_scale(robot: RobotConfig, factor: float = 0.25) -> dict[str, float]:
+    """Per-joint action scale ``factor * effort / stiffness`` (radians per unit action)."""
+    return {p: factor * g.effort_limit / g.stiffness for g in robot.actuators for p in g.joints}

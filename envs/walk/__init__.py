@@ -1,0 +1,1 @@
+"""Velocity-tracking locomotion tasks."""

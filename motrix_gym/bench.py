@@ -1,0 +1,166 @@
+"""``python -m motrix_gym bench``: the env step against the raw physics it runs, side by side.
+
+For each task and lane count, in one process:
+
+- **env**: ``env.step(actions)`` with fixed random actions (full step: validation, action term,
+  physics, evaluate, autoreset, observe, numpy outputs).
+- **raw**: a bare ``mujoco.batch.Batch`` of the same compiled model, lanes and threads, doing
+  ``ctrl[:] = targets; step(nstep=decimation)`` with the same control pattern, started from the
+  env's current states (so contacts match).
+- env and raw runs alternate, ``--repeats`` times; medians are reported.
+- **runtime**: the evaluate / reset / observe graphs alone (compiled as configured, and eager),
+  median per call; reset is timed with every lane masked (its cost does not depend on the mask).
+- **RSS per lane**: resident memory after warm-up minus that before the env was made (torch and
+  MuJoCo already imported), divided by lanes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("env_id", nargs="?", help="task id, e.g. Motrix/G1WalkFlat-v0")
+    p.add_argument("--all", action="store_true", help="every registered task")
+    p.add_argument("--num-envs", type=int, nargs="+", default=[256])
+    p.add_argument("--steps", type=int, default=20, help="env steps per timed repeat")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--nthread", type=int, default=None)
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--json", default=None, help="also write the results to this file")
+
+
+def _median_time(fn: Any, n: int) -> float:
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bool,
+               nthread: int | None) -> dict[str, Any]:
+    import gymnasium as gym
+    import mujoco
+    import torch
+    from mujoco import batch as mjbatch
+
+    import motrix_gym  # noqa: F401
+
+    rss0 = rss_mb()
+    t0 = time.perf_counter()
+    env = gym.make_vec(env_id, num_envs=num_envs, compile=compile, nthread=nthread)
+    env.reset(seed=0)
+    u = env.unwrapped
+    rt, sim = u.runtime, u.sim
+    gen = np.random.default_rng(0)
+    na = env.single_action_space.shape[0]
+    actions = (gen.standard_normal((steps, num_envs, na)) * 0.5).astype(np.float32)
+    env.step(actions[0])
+    compile_s = time.perf_counter() - t0
+    for a in actions[1:4]:
+        env.step(a)
+
+    act = rt.program.action
+    default = rt.ctx.default_qpos[act.joints.qpos].numpy().astype(np.float64)
+    clip = act.clip
+    targets = default + act.scale.numpy() * np.clip(actions, -clip, clip)
+    ctrl_cols = act.actuator_ids.numpy()
+    raw = mjbatch.Batch(sim.model, num_envs, sim.nthread)
+    rq, rv, rc = raw.bind("qpos"), raw.bind("qvel"), raw.bind("ctrl")
+    dec = rt.program.task.decimation
+
+    def env_run() -> None:
+        for a in actions:
+            env.step(a)
+
+    def raw_run() -> None:
+        for tgt in targets:
+            rc[:, ctrl_cols] = tgt
+            raw.step(nstep=dec)
+
+    env_t, raw_t = [], []
+    for _ in range(repeats):
+        env_t.append(_median_time(env_run, 1) / steps)
+        rq[:] = sim.qpos.numpy()
+        rv[:] = sim.qvel.numpy()
+        raw.forward()
+        raw_t.append(_median_time(raw_run, 1) / steps)
+    env_s, raw_s = statistics.median(env_t), statistics.median(raw_t)
+    ratios = [e / r for e, r in zip(env_t, raw_t)]
+
+    mask = torch.ones(rt.ctx.num_lanes, dtype=torch.bool)
+    out = torch.zeros(rt.ctx.num_lanes, sum(rt.obs_dims["policy"]))
+    graphs = {
+        "evaluate": (rt.evaluate, rt._evaluate, ()),
+        "reset": (rt._reset_graph, rt._reset, (mask,)),
+        "observe": (rt.observe_graphs["policy"], rt._observer("policy"), (out, mask)),
+    }
+    runtime_ms, eager_ms = {}, {}
+    for name, (fast, eager, args) in graphs.items():
+        fast(*args)
+        runtime_ms[name] = 1e3 * _median_time(lambda f=fast, a=args: f(*a), 3 * repeats)
+        eager_ms[name] = 1e3 * _median_time(lambda f=eager, a=args: f(*a), 3 * repeats)
+    rss = rss_mb()
+    env.close()
+    return {
+        "env_id": env_id,
+        "num_envs": num_envs,
+        "nthread": sim.nthread,
+        "compile": compile,
+        "env_steps_per_s": num_envs / env_s,
+        "raw_steps_per_s": num_envs / raw_s,
+        "overhead_ratio": statistics.median(ratios),
+        "env_ms": 1e3 * env_s,
+        "raw_ms": 1e3 * raw_s,
+        "runtime_ms": runtime_ms,
+        "runtime_eager_ms": eager_ms,
+        "rss_mb_per_lane": (rss - rss0) / num_envs,
+        "make_to_first_step_s": compile_s,
+        "mujoco": mujoco.__version__,
+        "torch": torch.__version__,
+    }
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    head = (f"{'task':<26} {'lanes':>5} {'env st/s':>9} {'raw st/s':>9} {'ratio':>6} {'eval ms':>8} "
+            f"{'reset ms':>8} {'obs ms':>7} {'x eager':>7} {'MB/lane':>7} {'first s':>7}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        rt, eager = r["runtime_ms"], r["runtime_eager_ms"]
+        speedup = sum(eager.values()) / max(sum(rt.values()), 1e-9)
+        print(f"{r['env_id']:<26} {r['num_envs']:>5} {r['env_steps_per_s']:>9,.0f} {r['raw_steps_per_s']:>9,.0f} "
+              f"{r['overhead_ratio']:>6.3f} {rt['evaluate']:>8.3f} {rt['reset']:>8.3f} {rt['observe']:>7.3f} "
+              f"{speedup:>7.2f} {r['rss_mb_per_lane']:>7.3f} {r['make_to_first_step_s']:>7.1f}")
+
+
+def main(args: argparse.Namespace) -> None:
+    from motrix_gym.registry import REGISTERED, env_id
+
+    if args.all:
+        ids = [env_id(t) for t in REGISTERED]
+    elif args.env_id:
+        ids = [args.env_id if args.env_id.startswith("Motrix/") else env_id(args.env_id)]
+    else:
+        raise SystemExit("bench: give a task id or --all")
+    rows = []
+    for i in ids:
+        for n in args.num_envs:
+            rows.append(bench_task(i, n, args.steps, args.repeats, args.compile, args.nthread))
+    print_table(rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)

@@ -1,0 +1,265 @@
+"""TaskConfig -> ResolvedProgram: every check happens here, before anything runs.
+
+The resolver knows the model only through :class:`ModelInfo` (names and addresses, filled in by
+``sim/``), so this module stays free of MuJoCo. It checks term names (unique, non-empty), that
+parameters match the term function's signature and annotated types, and that every
+:class:`Bodies` / :class:`Joints` / :class:`Sensor` reference names something in the model; each
+error names the term at fault. Model references become index tensors.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from motrix_gym.manager.config import TaskConfig
+from motrix_gym.manager.terms import Bodies, Joints, Sensor
+
+
+class TaskConfigError(ValueError):
+    """A task configuration that cannot run; the message names the term at fault."""
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the resolver needs to know of a compiled model."""
+
+    body_names: tuple[str, ...]
+    joint_names: tuple[str, ...]
+    joint_types: tuple[int, ...]  # MuJoCo mjtJoint: 0 free, 1 ball, 2 slide, 3 hinge
+    joint_qposadr: tuple[int, ...]
+    joint_dofadr: tuple[int, ...]
+    joint_range: tuple[tuple[float, float], ...]
+    actuator_joints: tuple[int, ...]  # joint id driven by each actuator
+    sensor_names: tuple[str, ...]
+    sensor_adr: tuple[int, ...]
+    sensor_dim: tuple[int, ...]
+    nq: int
+    nv: int
+
+
+@dataclass(frozen=True)
+class JointIndex:
+    """Resolved joints: names and their qpos / dof addresses."""
+
+    names: tuple[str, ...]
+    ids: Tensor
+    qpos: Tensor
+    dof: Tensor
+
+
+@dataclass(frozen=True)
+class SensorSlice:
+    """Where one sensor's values sit in ``sensordata``."""
+
+    name: str
+    adr: int
+    dim: int
+
+
+@dataclass(frozen=True)
+class ResolvedTerm:
+    """A term with its model references replaced by index tensors."""
+
+    name: str
+    func: Callable[..., Any]
+    params: dict[str, Any]
+    cfg: Any  # the term config it came from (weight, scale, noise, ...)
+
+
+@dataclass(frozen=True)
+class ResolvedAction:
+    joints: JointIndex
+    actuator_ids: Tensor  # actuator of each action dim
+    scale: Tensor  # (na,)
+    clip: float
+
+
+@dataclass(frozen=True)
+class ResolvedProgram:
+    """Everything the runtime executes, in schedule order."""
+
+    task: TaskConfig
+    model: ModelInfo
+    action: ResolvedAction
+    commands: tuple[ResolvedTerm, ...]
+    rewards: tuple[ResolvedTerm, ...]
+    terminations: tuple[ResolvedTerm, ...]
+    resets: tuple[ResolvedTerm, ...]
+    observations: dict[str, tuple[ResolvedTerm, ...]]
+    default_qpos: Tensor  # (nq,) float32
+    hinge: JointIndex  # all hinge/slide joints
+    reads: tuple[str, ...] = field(default=("qpos", "qvel", "xpos", "xquat", "sensordata"))
+
+
+def _match(kind: str, patterns: tuple[str, ...], names: tuple[str, ...], where: str) -> list[int]:
+    if not patterns:
+        raise TaskConfigError(f"{where}: empty {kind} reference")
+    ids: list[int] = []
+    for pat in patterns:
+        try:
+            rx = re.compile(pat)
+        except re.error as e:
+            raise TaskConfigError(f"{where}: bad {kind} pattern {pat!r}: {e}") from None
+        hits = [i for i, n in enumerate(names) if n and rx.fullmatch(n)]
+        if not hits:
+            close = difflib.get_close_matches(pat, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TaskConfigError(f"{where}: {kind} {pat!r} matches no {kind} of the model{hint}")
+        ids += [i for i in hits if i not in ids]
+    return sorted(ids)
+
+
+def resolve_joints(ref: Joints, model: ModelInfo, where: str) -> JointIndex:
+    movable = tuple(n if t in (2, 3) else "" for n, t in zip(model.joint_names, model.joint_types))
+    ids = _match("joint", ref.names, movable, where)
+    return JointIndex(
+        names=tuple(model.joint_names[i] for i in ids),
+        ids=torch.tensor(ids, dtype=torch.long),
+        qpos=torch.tensor([model.joint_qposadr[i] for i in ids], dtype=torch.long),
+        dof=torch.tensor([model.joint_dofadr[i] for i in ids], dtype=torch.long),
+    )
+
+
+def _resolve_value(value: Any, model: ModelInfo, where: str) -> Any:
+    if isinstance(value, Bodies):
+        return torch.tensor(_match("body", value.names, model.body_names, where), dtype=torch.long)
+    if isinstance(value, Joints):
+        return resolve_joints(value, model, where)
+    if isinstance(value, Sensor):
+        if value.name not in model.sensor_names:
+            close = difflib.get_close_matches(value.name, model.sensor_names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TaskConfigError(f"{where}: sensor {value.name!r} is not in the scene{hint}")
+        i = model.sensor_names.index(value.name)
+        return SensorSlice(value.name, model.sensor_adr[i], model.sensor_dim[i])
+    if isinstance(value, tuple):
+        return tuple(_resolve_value(v, model, where) for v in value)
+    return value
+
+
+_SIMPLE_TYPES = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,)}
+
+
+def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, where: str) -> None:
+    """Parameters must be exactly the function's keyword parameters after the first ``skip``."""
+    sig = inspect.signature(func)
+    formal = list(sig.parameters.values())[skip:]
+    names = {p.name for p in formal}
+    unknown = sorted(set(params) - names)
+    if unknown:
+        raise TaskConfigError(f"{where}: unknown parameter(s) {unknown} for {func.__qualname__}"
+                              f" (takes {sorted(names)})")
+    missing = [p.name for p in formal if p.default is inspect.Parameter.empty and p.name not in params]
+    if missing:
+        raise TaskConfigError(f"{where}: missing parameter(s) {missing} for {func.__qualname__}")
+    for p in formal:
+        ann = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", None)
+        if p.name not in params or ann is None:
+            continue
+        want = {"Bodies": Bodies, "Joints": Joints, "Sensor": Sensor}.get(ann)
+        if want is None and ann in _SIMPLE_TYPES:
+            ok = isinstance(params[p.name], _SIMPLE_TYPES[ann]) and not (
+                ann != "bool" and isinstance(params[p.name], bool))
+        elif want is not None:
+            ok = isinstance(params[p.name], want)
+        else:
+            continue
+        if not ok:
+            raise TaskConfigError(f"{where}: parameter {p.name!r} must be {ann}, "
+                                  f"got {type(params[p.name]).__name__} {params[p.name]!r}")
+
+
+def _resolve_terms(kind: str, terms: tuple[Any, ...], model: ModelInfo, skip: int,
+                   func_of: Callable[[Any], Callable[..., Any]] = lambda t: t.func) -> tuple[ResolvedTerm, ...]:
+    seen: set[str] = set()
+    out = []
+    for term in terms:
+        where = f"{kind} term {term.name!r}"
+        if not isinstance(term.name, str) or not term.name:
+            raise TaskConfigError(f"{kind} term with an empty name: {term!r}")
+        if term.name in seen:
+            raise TaskConfigError(f"{where}: duplicate name")
+        seen.add(term.name)
+        func = func_of(term)
+        if not callable(func):
+            raise TaskConfigError(f"{where}: {func!r} is not callable")
+        _check_params(func, term.params, skip, where)
+        params = {k: _resolve_value(v, model, where) for k, v in term.params.items()}
+        out.append(ResolvedTerm(term.name, func, params, term))
+    return tuple(out)
+
+
+def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
+    """Validate ``task`` against ``model`` and emit the program the runtime runs."""
+    if task.decimation < 1 or task.sim_dt <= 0 or task.episode_length_s <= 0:
+        raise TaskConfigError(f"task {task.name!r}: decimation, sim_dt and episode_length_s must be positive")
+    if "policy" not in task.observations:
+        raise TaskConfigError(f"task {task.name!r}: observation group 'policy' is required")
+    for group, terms in task.observations.items():
+        if not terms:
+            raise TaskConfigError(f"observation group {group!r} has no terms")
+        for t in terms:
+            if t.noise is not None and not (len(t.noise) == 2 and t.noise[0] <= t.noise[1]):
+                raise TaskConfigError(f"observation term {t.name!r}: noise must be (lo, hi) with lo <= hi")
+            if t.clip is not None and not (len(t.clip) == 2 and t.clip[0] < t.clip[1]):
+                raise TaskConfigError(f"observation term {t.name!r}: clip must be (lo, hi) with lo < hi")
+
+    act = task.actions
+    joints = resolve_joints(act.joints, model, "action 'joint_pos'")
+    actuator_of = {j: a for a, j in enumerate(model.actuator_joints)}
+    missing = [model.joint_names[j] for j in joints.ids.tolist() if j not in actuator_of]
+    if missing:
+        raise TaskConfigError(f"action 'joint_pos': joints without an actuator: {missing}")
+    if isinstance(act.scale, dict):
+        scales = []
+        for name in joints.names:
+            hit = next((v for k, v in act.scale.items() if re.fullmatch(k, name)), None)
+            if hit is None:
+                raise TaskConfigError(f"action 'joint_pos': no scale matches joint {name!r}")
+            scales.append(float(hit))
+    else:
+        scales = [float(act.scale)] * len(joints.names)
+    action = ResolvedAction(
+        joints=joints,
+        actuator_ids=torch.tensor([actuator_of[j] for j in joints.ids.tolist()], dtype=torch.long),
+        scale=torch.tensor(scales, dtype=torch.float32),
+        clip=float(act.clip),
+    )
+
+    robot = task.scene.robot
+    hinge = resolve_joints(Joints(".*"), model, f"robot {robot.name!r}")
+    default_qpos = torch.zeros(model.nq, dtype=torch.float32)
+    root = model.joint_types.index(0) if 0 in model.joint_types else None
+    if root is not None:
+        a = model.joint_qposadr[root]
+        default_qpos[a:a + 7] = torch.tensor([0.0, 0.0, robot.base_height, 1.0, 0.0, 0.0, 0.0])
+    for pattern, value in robot.default_joint_pos.items():
+        ids = _match("joint", (pattern,), hinge.names, f"robot {robot.name!r} default pose")
+        for i in ids:
+            lo, hi = model.joint_range[int(hinge.ids[i])]
+            if not lo <= value <= hi:
+                raise TaskConfigError(f"robot {robot.name!r}: default {value} for joint "
+                                      f"{hinge.names[i]!r} is outside its range [{lo}, {hi}]")
+            default_qpos[int(hinge.qpos[i])] = value
+
+    return ResolvedProgram(
+        task=task,
+        model=model,
+        action=action,
+        commands=_resolve_terms("command", task.commands, model, 1, lambda t: t.cls),
+        rewards=_resolve_terms("reward", task.rewards, model, 1),
+        terminations=_resolve_terms("termination", task.terminations, model, 1),
+        resets=_resolve_terms("reset", task.resets, model, 2),
+        observations={g: _resolve_terms(f"observation[{g}]", ts, model, 1)
+                      for g, ts in task.observations.items()},
+        default_qpos=default_qpos,
+        hinge=hinge,
+    )

@@ -1,0 +1,117 @@
+"""Term configurations: what a task computes, as data.
+
+A task is a table of terms. Each term names a pure function over batched tensors and its
+parameters; the resolver (``resolver.py``) checks names, parameters and model references before
+anything runs, and the runtime executes the resolved table.
+
+Functions take the runtime's context (``env``) first and keyword parameters after it:
+
+    def base_height(env, body: Bodies, target: float) -> Tensor: ...
+    RewardTerm("height", base_height, weight=-1.0, params={"body": Bodies("pelvis"), "target": 0.78})
+
+Parameters of type :class:`Bodies`, :class:`Joints` or :class:`Sensor` are references into the
+model: the resolver replaces them with index tensors and names the term when one does not match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Bodies:
+    """Bodies by name or regular expression (full match), in model order."""
+
+    names: tuple[str, ...]
+
+    def __init__(self, *names: str) -> None:
+        object.__setattr__(self, "names", tuple(names))
+
+
+@dataclass(frozen=True)
+class Joints:
+    """Hinge/slide joints by name or regular expression (full match), in model order."""
+
+    names: tuple[str, ...]
+
+    def __init__(self, *names: str) -> None:
+        object.__setattr__(self, "names", tuple(names))
+
+
+@dataclass(frozen=True)
+class Sensor:
+    """One MuJoCo sensor of the scene, by name."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ObservationTerm:
+    """One slice of an observation group: ``clip(func(env, **params) * scale + noise)``.
+
+    ``noise`` is a uniform range ``(lo, hi)`` added per element from the lane's RNG, or None.
+    """
+
+    name: str
+    func: Callable[..., Any]
+    params: dict[str, Any] = field(default_factory=dict)
+    scale: float = 1.0
+    noise: tuple[float, float] | None = None
+    clip: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class RewardTerm:
+    """``weight * func(env, **params) * step_dt`` added to the reward each env step."""
+
+    name: str
+    func: Callable[..., Any]
+    weight: float
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TerminationTerm:
+    """Ends the episode where ``func(env, **params)`` is True; ``time_out`` terms truncate."""
+
+    name: str
+    func: Callable[..., Any]
+    params: dict[str, Any] = field(default_factory=dict)
+    time_out: bool = False
+
+
+@dataclass(frozen=True)
+class ResetTerm:
+    """Writes the state of lanes being reset: ``func(env, mask, **params)``."""
+
+    name: str
+    func: Callable[..., Any]
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommandTerm:
+    """A stateful per-lane process (a velocity target, a gait clock, a motion reference).
+
+    ``cls(env, **params)`` builds it; the runtime calls its ``reset(env, mask)`` for lanes being
+    reset, ``update(env)`` before rewards each step and ``advance(env)`` after terminations.
+    Terms read it as ``env.commands[name]``.
+    """
+
+    name: str
+    cls: type
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JointPositionAction:
+    """Position targets: ``target = default + scale * action`` for the matched joints' actuators.
+
+    ``scale`` is one float or a mapping from joint regex to float (first match wins).
+    """
+
+    joints: Joints = field(default_factory=lambda: Joints(".*"))
+    scale: float | dict[str, float] = 1.0
+    clip: float = 5.0

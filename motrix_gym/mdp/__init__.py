@@ -1,0 +1,1 @@
+"""Reusable batched terms: pure torch functions of the runtime context, grouped by kind."""

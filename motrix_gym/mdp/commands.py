@@ -1,0 +1,89 @@
+"""Command terms: per-lane stateful processes with ``reset`` / ``update`` / ``advance`` hooks.
+
+State lives in tensors allocated once and written in place; every draw comes from the lane RNG
+and advances only the lanes that draw.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from motrix_gym.manager.resolver import SensorSlice
+from motrix_gym.runtime.context import Context
+
+
+class VelocityCommand:
+    """Target base velocity ``value = (vx, vy, wz)``, uniform in ``ranges``.
+
+    A fraction ``standing_fraction`` of draws are zero (standing lanes). Resampled at reset and
+    every ``resample_s`` seconds.
+    """
+
+    def __init__(self, env: Context, ranges: tuple = ((-1.0, 1.0), (-1.0, 1.0), (-1.0, 1.0)),
+                 standing_fraction: float = 0.2, resample_s: float = 10.0) -> None:
+        L = env.num_lanes
+        self.lo = torch.tensor([r[0] for r in ranges], dtype=torch.float32, device=env.device)
+        self.hi = torch.tensor([r[1] for r in ranges], dtype=torch.float32, device=env.device)
+        self.standing_fraction = standing_fraction
+        self.resample_steps = max(1, round(resample_s / env.step_dt))
+        self.value = torch.zeros(L, 3, device=env.device)
+        self.standing = torch.ones(L, dtype=torch.bool, device=env.device)
+        self.steps_left = torch.zeros(L, dtype=torch.int64, device=env.device)
+
+    def _resample(self, env: Context, mask: torch.Tensor) -> None:
+        u = env.rng.uniform((4,), mask)
+        standing = u[:, 3] < self.standing_fraction
+        value = torch.where(standing.unsqueeze(-1), 0.0, self.lo + (self.hi - self.lo) * u[:, :3])
+        m = mask.unsqueeze(-1)
+        self.value.copy_(torch.where(m, value, self.value))
+        self.standing.copy_(torch.where(mask, standing, self.standing))
+        self.steps_left.copy_(torch.where(mask, self.resample_steps, self.steps_left))
+
+    def reset(self, env: Context, mask: torch.Tensor) -> None:
+        self._resample(env, mask)
+
+    def update(self, env: Context) -> None:
+        self.steps_left.sub_(1)
+        self._resample(env, self.steps_left <= 0)
+
+    def advance(self, env: Context) -> None:
+        pass
+
+
+class GaitClock:
+    """A gait phase in [0, 1) advancing by ``step_dt / period``, and per-foot air time.
+
+    ``contact``, ``first_contact`` and ``last_air_time`` are (lanes, feet) for the feet contact
+    ``sensors``; ``command`` names the velocity command whose standing lanes need no gait.
+    """
+
+    def __init__(self, env: Context, sensors: tuple, command: str = "base_velocity",
+                 period: float = 0.8) -> None:
+        L, k = env.num_lanes, len(sensors)
+        self.sensors: tuple[SensorSlice, ...] = sensors
+        self.command = command
+        self.rate = env.step_dt / period
+        self.phase = torch.zeros(L, device=env.device)
+        self.contact = torch.zeros(L, k, dtype=torch.bool, device=env.device)
+        self.first_contact = torch.zeros(L, k, dtype=torch.bool, device=env.device)
+        self.air_time = torch.zeros(L, k, device=env.device)
+        self.last_air_time = torch.zeros(L, k, device=env.device)
+
+    def reset(self, env: Context, mask: torch.Tensor) -> None:
+        m = mask.unsqueeze(-1)
+        self.phase.masked_fill_(mask, 0.0)
+        self.air_time.masked_fill_(m, 0.0)
+        self.last_air_time.masked_fill_(m, 0.0)
+        self.first_contact.masked_fill_(m, False)
+        self.contact.masked_fill_(m, True)
+
+    def update(self, env: Context) -> None:
+        contact = torch.stack([env.sensordata[:, s.adr] > 0 for s in self.sensors], dim=-1)
+        first = contact & (self.air_time > 0)
+        self.first_contact.copy_(first)
+        self.last_air_time.copy_(torch.where(first, self.air_time, self.last_air_time))
+        self.air_time.copy_(torch.where(contact, 0.0, self.air_time + env.step_dt))
+        self.contact.copy_(contact)
+
+    def advance(self, env: Context) -> None:
+        self.phase.copy_(torch.remainder(self.phase + self.rate, 1.0))

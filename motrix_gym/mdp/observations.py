@@ -1,0 +1,49 @@
+"""Observation terms: ``(lanes, d)`` float32 tensors."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from motrix_gym.manager.resolver import JointIndex
+from motrix_gym.math import quat_apply_inverse
+from motrix_gym.runtime.context import Context
+
+
+def base_lin_vel(env: Context) -> Tensor:
+    """Root linear velocity in the root frame (free joint: qvel[0:3] is world-frame)."""
+    return quat_apply_inverse(env.qpos[:, 3:7], env.qvel[:, 0:3])
+
+
+def base_ang_vel(env: Context) -> Tensor:
+    """Root angular velocity in the root frame (free joint: qvel[3:6] is already local)."""
+    return env.qvel[:, 3:6]
+
+
+def projected_gravity(env: Context) -> Tensor:
+    """Unit gravity direction in the root frame."""
+    g = torch.tensor([0.0, 0.0, -1.0], device=env.device).expand(env.num_lanes, 3)
+    return quat_apply_inverse(env.qpos[:, 3:7], g)
+
+
+def joint_pos_rel(env: Context, joints: JointIndex) -> Tensor:
+    return env.qpos[:, joints.qpos] - env.default_qpos[joints.qpos]
+
+
+def joint_vel(env: Context, joints: JointIndex) -> Tensor:
+    return env.qvel[:, joints.dof]
+
+
+def last_action(env: Context) -> Tensor:
+    return env.action
+
+
+def command(env: Context, name: str) -> Tensor:
+    """The ``value`` of a command term, e.g. a velocity target."""
+    return env.commands[name].value
+
+
+def gait_phase(env: Context, name: str) -> Tensor:
+    """sin and cos of a gait clock's phase."""
+    phi = 2.0 * torch.pi * env.commands[name].phase
+    return torch.stack((torch.sin(phi), torch.cos(phi)), dim=-1)

@@ -1,0 +1,37 @@
+"""Termination terms: ``(lanes,)`` bool."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from motrix_gym.manager.resolver import SensorSlice
+from motrix_gym.mdp.observations import projected_gravity
+from motrix_gym.runtime.context import Context
+
+
+def time_out(env: Context) -> Tensor:
+    return env.episode_step >= env.max_episode_steps
+
+
+def illegal_contact(env: Context, sensors: tuple[SensorSlice, ...]) -> Tensor:
+    """Any of the given contact sensors touches the ground."""
+    hit = torch.zeros(env.num_lanes, dtype=torch.bool, device=env.device)
+    for s in sensors:
+        hit = hit | (env.sensordata[:, s.adr] > 0)
+    return hit
+
+
+def bad_orientation(env: Context, limit_angle: float) -> Tensor:
+    """Root tilted more than ``limit_angle`` radians from upright."""
+    cos_tilt = -projected_gravity(env)[:, 2]
+    return cos_tilt < torch.cos(torch.tensor(limit_angle))
+
+
+def root_height_below(env: Context, min_height: float) -> Tensor:
+    return env.qpos[:, 2] < min_height
+
+
+def physics_diverged(env: Context) -> Tensor:
+    """Lanes whose state went non-finite or too fast (flagged by the runtime after stepping)."""
+    return env.diverged

@@ -1,0 +1,62 @@
+"""The data every term sees: batched float32 state, actions, episode counters and the lane RNG.
+
+All tensors have a leading lane dimension padded to a multiple of 64 (``num_lanes``); only the
+first ``num_envs`` rows are simulated. Padding keeps ATen's vectorised kernels on the same code
+path for every lane whatever the number of lanes, so a lane's numbers do not depend on how many
+lanes run beside it. Tensors are allocated once and only ever written in place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from motrix_gym.runtime.rng import LaneRng
+
+LANE_PAD = 64
+
+
+def padded(n: int) -> int:
+    return -(-n // LANE_PAD) * LANE_PAD
+
+
+class Context:
+    """State buffers of one batch of lanes.
+
+    Attributes (``L`` = padded lanes):
+        qpos, qvel: (L, nq), (L, nv) generalized coordinates and velocities.
+        xpos, xquat: (L, nbody, 3), (L, nbody, 4) body frames in the world.
+        sensordata: (L, nsensordata).
+        action, last_action: (L, na) policy actions this step and the step before.
+        episode_step: (L,) int64 env steps since the lane's reset.
+        default_qpos: (nq,) the robot's default configuration.
+        commands: command objects by name.
+        rng: the lane RNG.
+        step_dt: seconds per env step.
+    """
+
+    def __init__(self, num_envs: int, nq: int, nv: int, nbody: int, nsensordata: int, na: int,
+                 step_dt: float, max_episode_steps: int, default_qpos: Tensor,
+                 device: torch.device | str = "cpu") -> None:
+        self.num_envs = num_envs
+        self.num_lanes = L = padded(num_envs)
+        f32 = dict(dtype=torch.float32, device=device)
+        self.device = torch.device(device)
+        self.qpos = default_qpos.to(**f32).repeat(L, 1)
+        self.qvel = torch.zeros(L, nv, **f32)
+        self.xpos = torch.zeros(L, nbody, 3, **f32)
+        self.xquat = torch.zeros(L, nbody, 4, **f32)
+        self.xquat[..., 0] = 1.0
+        self.sensordata = torch.zeros(L, nsensordata, **f32)
+        self.action = torch.zeros(L, na, **f32)
+        self.last_action = torch.zeros(L, na, **f32)
+        self.episode_step = torch.zeros(L, dtype=torch.int64, device=device)
+        self.default_qpos = default_qpos.to(**f32)
+        self.step_dt = step_dt
+        self.max_episode_steps = max_episode_steps
+        self.rng = LaneRng(L, device=device)
+        self.commands: dict[str, Any] = {}
+        # Lanes whose physics diverged this step (set by the runtime before evaluate).
+        self.diverged = torch.zeros(L, dtype=torch.bool, device=device)

@@ -1,0 +1,229 @@
+"""TorchManagerRuntime: executes a resolved task over a batched simulation.
+
+Three kinds of graph run per step, each compiled once with ``torch.compile(fullgraph=True)``
+(or run eagerly with ``compile=False``; the closures are the same):
+
+- ``evaluate``: command update -> rewards (weight * dt) -> terminations -> command advance, plus
+  episode bookkeeping, over every lane.
+- ``reset(mask)``: command resets and reset terms for the masked lanes, full batch, masked.
+- ``observe[group](out, mask)``: one graph per observation group, written into ``out``.
+
+The runtime owns the order of things and the buffers; the vector env decides when to reset and
+which buffer to observe into.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from motrix_gym.manager.resolver import ResolvedProgram, ResolvedTerm, TaskConfigError
+from motrix_gym.runtime.context import Context
+from motrix_gym.sim.mujoco_batch import MujocoBatchSim
+
+
+def _call(term: ResolvedTerm, env: Context, *args: object) -> Tensor:
+    return term.func(env, *args, **term.params)
+
+
+class TorchManagerRuntime:
+    """Runs ``program`` on ``sim``. ``lane_offset`` numbers lanes globally for the RNG."""
+
+    def __init__(self, program: ResolvedProgram, sim: MujocoBatchSim, compile: bool = True,
+                 lane_offset: int = 0) -> None:
+        self.program = program
+        self.sim = sim
+        self.compiled = compile
+        self.lane_offset = lane_offset
+        task, m = program.task, sim.model
+        n = self.num_envs = sim.num_envs
+        na = len(program.action.joints.names)
+        ctx = self.ctx = Context(n, m.nq, m.nv, m.nbody, m.nsensordata, na, task.step_dt,
+                                 task.max_episode_steps, program.default_qpos)
+        L = ctx.num_lanes
+        limits = torch.full((m.nq, 2), float("inf"))
+        limits[:, 0] = -float("inf")
+        noise_mask = torch.zeros(m.nq)
+        for j, q in zip(program.hinge.ids.tolist(), program.hinge.qpos.tolist()):
+            if m.jnt_limited[j]:
+                limits[q] = torch.from_numpy(m.jnt_range[j].copy())
+            noise_mask[q] = 1.0
+        ctx.qpos_limits, ctx.joint_noise_mask = limits, noise_mask
+        self.lane_ids = torch.arange(L, dtype=torch.int64) + lane_offset
+        self.real = torch.arange(L) < n  # padding lanes are never reset or reported
+
+        for c in program.commands:
+            ctx.commands[c.name] = c.func(ctx, **c.params)
+
+        self.reward_names = tuple(t.name for t in program.rewards)
+        self.termination_names = tuple(t.name for t in program.terminations)
+        self.time_out_flags = torch.tensor([bool(t.cfg.time_out) for t in program.terminations])
+        self.reward_weights = [float(t.cfg.weight) * task.step_dt for t in program.rewards]
+        self.reward_terms = torch.zeros(L, len(program.rewards))
+        self.reward = torch.zeros(L)
+        self.termination_terms = torch.zeros(L, len(program.terminations), dtype=torch.bool)
+        self.terminated = torch.zeros(L, dtype=torch.bool)
+        self.truncated = torch.zeros(L, dtype=torch.bool)
+        self.episode_sums = torch.zeros(L, len(program.rewards))
+        self.episode_return = torch.zeros(L)
+
+        act = program.action
+        self._act_qpos = act.joints.qpos
+        self._act_scale = act.scale
+        self._act_ids = act.actuator_ids
+        self._act_identity = torch.equal(act.actuator_ids, torch.arange(m.nu))
+
+        self.read_sim(None)
+        self.obs_dims = {g: self._probe(g, terms) for g, terms in program.observations.items()}
+        self._noise = {g: self._noise_tables(terms, self.obs_dims[g])
+                       for g, terms in program.observations.items()}
+        self._probe_scalar("reward", program.rewards, torch.float32)
+        self._probe_scalar("termination", program.terminations, torch.bool)
+
+        wrap: Callable[[Callable], Callable] = (
+            (lambda f: torch.compile(f, fullgraph=True, dynamic=False)) if compile else (lambda f: f))
+        self.evaluate = wrap(self._evaluate)
+        self._reset_graph = wrap(self._reset)
+        self.observe_graphs = {g: wrap(self._observer(g)) for g in program.observations}
+
+    # ----------------------------------------------------------------------------- validation
+    def _probe(self, group: str, terms: tuple[ResolvedTerm, ...]) -> list[int]:
+        dims = []
+        for t in terms:
+            out = _call(t, self.ctx)
+            if not (isinstance(out, Tensor) and out.dim() == 2 and out.shape[0] == self.ctx.num_lanes
+                    and out.dtype == torch.float32):
+                shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+                raise TaskConfigError(f"observation[{group}] term {t.name!r}: must return a float32 "
+                                      f"(lanes, d) tensor, got {shape}")
+            dims.append(out.shape[1])
+        return dims
+
+    def _probe_scalar(self, kind: str, terms: tuple[ResolvedTerm, ...], dtype: torch.dtype) -> None:
+        for t in terms:
+            out = _call(t, self.ctx)
+            if not (isinstance(out, Tensor) and tuple(out.shape) == (self.ctx.num_lanes,)
+                    and out.dtype == dtype):
+                got = (tuple(out.shape), out.dtype) if isinstance(out, Tensor) else type(out).__name__
+                raise TaskConfigError(f"{kind} term {t.name!r}: must return a {dtype} (lanes,) tensor, "
+                                      f"got {got}")
+
+    @staticmethod
+    def _noise_tables(terms: tuple[ResolvedTerm, ...], dims: list[int]) -> tuple[Tensor, Tensor] | None:
+        if all(t.cfg.noise is None for t in terms):
+            return None
+        lo = torch.cat([torch.full((d,), (t.cfg.noise or (0.0, 0.0))[0]) for t, d in zip(terms, dims)])
+        hi = torch.cat([torch.full((d,), (t.cfg.noise or (0.0, 0.0))[1]) for t, d in zip(terms, dims)])
+        return lo, hi
+
+    # ----------------------------------------------------------------------------- graphs
+    def _evaluate(self) -> None:
+        ctx = self.ctx
+        ctx.episode_step.add_(1)
+        for c in ctx.commands.values():
+            c.update(ctx)
+        terms = torch.stack([_call(t, ctx) * w for t, w in zip(self.program.rewards, self.reward_weights)], -1)
+        terms = torch.where(ctx.diverged.unsqueeze(-1), 0.0, terms)
+        self.reward_terms.copy_(terms)
+        self.reward.copy_(terms.sum(-1))
+        self.episode_sums.add_(terms)
+        self.episode_return.add_(self.reward)
+        flags = torch.stack([_call(t, ctx) for t in self.program.terminations], -1)
+        self.termination_terms.copy_(flags)
+        terminated = (flags & ~self.time_out_flags).any(-1)
+        self.terminated.copy_(terminated)
+        self.truncated.copy_((flags & self.time_out_flags).any(-1) & ~terminated)
+        for c in ctx.commands.values():
+            c.advance(ctx)
+
+    def _reset(self, mask: Tensor) -> None:
+        ctx = self.ctx
+        for c in ctx.commands.values():
+            c.reset(ctx, mask)
+        for t in self.program.resets:
+            _call(t, ctx, mask)
+        m = mask.unsqueeze(-1)
+        ctx.episode_step.masked_fill_(mask, 0)
+        ctx.action.masked_fill_(m, 0.0)
+        ctx.last_action.masked_fill_(m, 0.0)
+        self.episode_sums.masked_fill_(m, 0.0)
+        self.episode_return.masked_fill_(mask, 0.0)
+
+    def _observer(self, group: str) -> Callable[[Tensor, Tensor], None]:
+        terms = self.program.observations[group]
+        noise = self._noise[group]
+
+        def observe(out: Tensor, mask: Tensor) -> None:
+            parts = []
+            for t in terms:
+                x = _call(t, self.ctx)
+                if t.cfg.scale != 1.0:
+                    x = x * t.cfg.scale
+                parts.append(x)
+            obs = torch.cat(parts, dim=-1)
+            if noise is not None:
+                obs = obs + self.ctx.rng.range(noise[0], noise[1], (obs.shape[1],), mask)
+            clipped = []
+            start = 0
+            for t, d in zip(terms, self.obs_dims[group]):
+                x = obs[:, start:start + d]
+                clipped.append(x if t.cfg.clip is None else x.clamp(t.cfg.clip[0], t.cfg.clip[1]))
+                start += d
+            obs = torch.cat(clipped, dim=-1)
+            out.copy_(torch.where(mask.unsqueeze(-1), obs, out))
+
+        return observe
+
+    # ----------------------------------------------------------------------------- step parts
+    def seed(self, seed: int) -> None:
+        self.ctx.rng.seed(seed, self.lane_ids)
+
+    def apply_action(self, actions: Tensor) -> None:
+        """``actions`` (num_envs, na) float32 -> position targets in the sim's ctrl."""
+        ctx, n = self.ctx, self.num_envs
+        clip = self.program.action.clip
+        ctx.last_action.copy_(ctx.action)
+        ctx.action[:n].copy_(actions.clamp(-clip, clip))
+        target = ctx.default_qpos[self._act_qpos] + self._act_scale * ctx.action[:n]
+        if self._act_identity:
+            self.sim.ctrl.copy_(target)
+        else:
+            self.sim.ctrl[:, self._act_ids] = target.to(torch.float64)
+
+    def read_sim(self, failed: np.ndarray | None) -> None:
+        """Copy the sim's state into the float32 context; flag lanes that diverged."""
+        ctx, sim, n = self.ctx, self.sim, self.num_envs
+        qpos, qvel = sim.qpos, sim.qvel
+        bad = ~(torch.isfinite(qpos).all(-1) & torch.isfinite(qvel).all(-1))
+        bad |= qvel.abs().amax(-1) > self.program.task.max_speed
+        if failed is not None and len(failed):
+            bad[torch.from_numpy(failed)] = True
+        ctx.diverged[:n].copy_(bad)
+        for name in ("qpos", "qvel", "xpos", "xquat", "sensordata"):
+            getattr(ctx, name)[:n].copy_(sim.views[name])
+        if bool(bad.any()):
+            # Diverged lanes are terminated this step; keep their numbers finite meanwhile.
+            for name in ("qpos", "qvel", "xpos", "xquat", "sensordata"):
+                buf = getattr(ctx, name)
+                torch.nan_to_num_(buf, nan=0.0, posinf=0.0, neginf=0.0)
+
+    def step(self, actions: Tensor, ids: np.ndarray | None = None) -> None:
+        """Apply actions, run the physics for lanes ``ids`` (all when None), evaluate."""
+        self.apply_action(actions)
+        failed = self.sim.step(self.program.task.decimation, ids)
+        self.read_sim(failed)
+        self.evaluate()
+
+    def reset(self, mask: Tensor) -> None:
+        """Reset the lanes in ``mask`` (bool, (num_lanes,)): runtime state, then the sim."""
+        mask = mask & self.real
+        self._reset_graph(mask)
+        ids = torch.nonzero(mask[:self.num_envs]).flatten().numpy().astype(np.int32)
+        self.sim.reset(ids, self.ctx.qpos[ids], self.ctx.qvel[ids])
+        self.read_sim(None)
+
+    def observe(self, group: str, out: Tensor, mask: Tensor) -> None:
+        self.observe_graphs[group](out, mask)

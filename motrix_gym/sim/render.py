@@ -1,0 +1,36 @@
+"""Off-screen rendering of one lane with ``mujoco.Renderer`` and a camera tracking the root."""
+
+from __future__ import annotations
+
+import weakref
+
+import mujoco
+import numpy as np
+
+
+class LaneRenderer:
+    def __init__(self, model: mujoco.MjModel, width: int = 640, height: int = 480,
+                 distance: float = 3.0, azimuth: float = 135.0, elevation: float = -20.0) -> None:
+        model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
+        model.vis.global_.offheight = max(model.vis.global_.offheight, height)
+        try:
+            self.renderer = mujoco.Renderer(model, height=height, width=width)
+        except Exception as e:  # no usable OpenGL backend
+            raise RuntimeError(
+                f"off-screen rendering failed ({e}). On a machine without a display install OSMesa "
+                "(apt-get install libosmesa6) and set MUJOCO_GL=osmesa before importing mujoco, "
+                "or MUJOCO_GL=egl on a GPU machine.") from e
+        # Close before interpreter teardown: the GL context cannot be freed once modules are gone.
+        self._finalizer = weakref.finalize(self, self.renderer.close)
+        self.camera = mujoco.MjvCamera()
+        self.camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+        self.camera.trackbodyid = 1  # the root body
+        self.camera.distance, self.camera.azimuth, self.camera.elevation = distance, azimuth, elevation
+
+    def render(self, data: mujoco.MjData) -> np.ndarray:
+        """(height, width, 3) uint8 RGB frame."""
+        self.renderer.update_scene(data, camera=self.camera)
+        return self.renderer.render()
+
+    def close(self) -> None:
+        self._finalizer()

@@ -1,0 +1,90 @@
+"""MjSpec assembly: robot + ground + actuators + sensors, compiled into one MjModel.
+
+The vendored robot XML is loaded unchanged; everything the task needs (position actuators with
+PD gains, the floor, contact sensors, solver options, the per-lane memory cap) is added here.
+"""
+
+from __future__ import annotations
+
+import re
+
+import mujoco
+import numpy as np
+
+from motrix_gym.manager.config import SceneConfig
+from motrix_gym.manager.resolver import ModelInfo, TaskConfigError
+
+GROUND = "terrain"
+
+
+def build_spec(scene: SceneConfig, sim_dt: float) -> mujoco.MjSpec:
+    robot = scene.robot
+    spec = mujoco.MjSpec.from_file(str(robot.xml))
+    spec.option.timestep = sim_dt
+    # Warm-started Newton converges in a few iterations; the caps bound the worst case.
+    spec.option.iterations = 10
+    spec.option.ls_iterations = 20
+    spec.memory = scene.memory_mb << 20
+    root = spec.body(robot.root_body)
+    if root is None:
+        raise TaskConfigError(f"robot {robot.name!r}: root body {robot.root_body!r} not in the model")
+    root.pos = [0.0, 0.0, robot.base_height]
+
+    if scene.terrain != "flat":
+        raise TaskConfigError(f"scene: unknown terrain {scene.terrain!r} (available: 'flat')")
+    spec.worldbody.add_light(pos=[0, 0, 3], dir=[0, 0, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
+    tex = spec.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D,
+                           builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER, width=256, height=256,
+                           rgb1=[0.2, 0.3, 0.4], rgb2=[0.1, 0.15, 0.2])
+    mat = spec.add_material(name="grid", texrepeat=[8, 8])
+    mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
+    spec.worldbody.add_geom(name=GROUND, type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05],
+                            material="grid", contype=1, conaffinity=1, friction=[1.0, 0.005, 0.0001])
+
+    hinges = [j for j in spec.joints if j.type in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)]
+    for joint in hinges:
+        group = next((g for g in robot.actuators if any(re.fullmatch(p, joint.name) for p in g.joints)), None)
+        if group is None:
+            continue
+        joint.armature = group.armature
+        act = spec.add_actuator(name=joint.name, target=joint.name,
+                                trntype=mujoco.mjtTrn.mjTRN_JOINT)
+        act.set_to_position(kp=group.stiffness, kv=group.damping)
+        act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        act.forcerange = [-group.effort_limit, group.effort_limit]
+
+    body_names = {b.name for b in spec.bodies}
+    for s in scene.contact_sensors:
+        if s.body not in body_names:
+            raise TaskConfigError(f"contact sensor {s.name!r}: body {s.body!r} not in the model")
+        spec.add_sensor(name=s.name, type=mujoco.mjtSensor.mjSENS_CONTACT,
+                        objtype=mujoco.mjtObj.mjOBJ_BODY, objname=s.body,
+                        reftype=mujoco.mjtObj.mjOBJ_GEOM, refname=GROUND,
+                        intprm=[1, 0, 1])  # data="found", reduce="none", num=1: position stage only
+    return spec
+
+
+def build_model(scene: SceneConfig, sim_dt: float) -> mujoco.MjModel:
+    return build_spec(scene, sim_dt).compile()
+
+
+def model_info(model: mujoco.MjModel) -> ModelInfo:
+    """Names and addresses of ``model`` for the resolver."""
+    def names(kind: mujoco.mjtObj, n: int) -> tuple[str, ...]:
+        return tuple(mujoco.mj_id2name(model, kind, i) or "" for i in range(n))
+
+    trn = model.actuator_trnid[:, 0]
+    return ModelInfo(
+        body_names=names(mujoco.mjtObj.mjOBJ_BODY, model.nbody),
+        joint_names=names(mujoco.mjtObj.mjOBJ_JOINT, model.njnt),
+        joint_types=tuple(int(t) for t in model.jnt_type),
+        joint_qposadr=tuple(int(a) for a in model.jnt_qposadr),
+        joint_dofadr=tuple(int(a) for a in model.jnt_dofadr),
+        joint_range=tuple((float(lo), float(hi)) for lo, hi in model.jnt_range),
+        actuator_joints=tuple(int(j) for j in np.asarray(trn)),
+        sensor_names=names(mujoco.mjtObj.mjOBJ_SENSOR, model.nsensor),
+        sensor_adr=tuple(int(a) for a in model.sensor_adr),
+        sensor_dim=tuple(int(d) for d in model.sensor_dim),
+        nq=model.nq,
+        nv=model.nv,
+    )

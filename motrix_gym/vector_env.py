@@ -1,0 +1,338 @@
+"""MotrixVectorEnv: a native ``gymnasium.vector.VectorEnv`` over one batched runtime.
+
+    envs = gym.make_vec("Motrix/G1WalkFlat-v0", num_envs=64)
+    obs, info = envs.reset(seed=0)
+    obs, rew, terminated, truncated, info = envs.step(envs.action_space.sample())
+
+Contracts (see docs/architecture.md):
+
+- Autoreset: ``SAME_STEP`` (default), ``NEXT_STEP`` and ``DISABLED`` with Gymnasium's semantics.
+  In SAME_STEP the last observation of lanes that ended is in ``info["final_obs"]`` (object array,
+  mask ``info["_final_obs"]``) and ``env.final_obs`` (dense, per group, torch).
+- Info: only per-lane arrays with a ``_name`` mask. For lanes whose episode ended:
+  ``reward_terms`` (episode sum per reward term), ``termination_terms`` (which fired) and, in
+  SAME_STEP inside ``final_info``, ``episode`` = {``r``, ``l``}. The top-level ``episode`` key is
+  never written (``RecordEpisodeStatistics`` owns it). Aggregates are in ``env.log``.
+- Actions: shape ``(num_envs, action_dim)``, any real dtype (cast to float32), finite; values
+  outside the action space are clipped to it. Anything else raises ValueError before any state
+  changes.
+- Outputs: ``output="numpy"`` or ``"torch"``; float32 observations and rewards, bool flags.
+  ``copy=True`` returns arrays that are never written later; with ``copy=False`` observations are
+  views of a double buffer, valid until the step after next.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+from torch import Tensor
+
+from motrix_gym.manager.config import TaskConfig
+from motrix_gym.manager.resolver import resolve
+from motrix_gym.runtime.runtime import TorchManagerRuntime
+from motrix_gym.sim.mujoco_batch import MujocoBatchSim
+from motrix_gym.sim.scene import build_model, model_info
+
+OUTPUTS = ("numpy", "torch")
+
+
+class MotrixVectorEnv(VectorEnv):
+    """``num_envs`` lanes of one task, stepped as one batch.
+
+    Args:
+        task: a registered task name (``"G1WalkFlat"``) or a TaskConfig.
+        num_envs: number of lanes.
+        output: ``"numpy"`` or ``"torch"``.
+        copy: return observations that are never overwritten (default) or zero-copy views.
+        autoreset_mode: an ``AutoresetMode`` (or its value string).
+        obs_groups: observation groups to return; one group gives a Box, several a Dict.
+        compile: run the runtime's graphs through ``torch.compile`` (default) or eagerly.
+        device: where torch outputs live (the simulation and runtime run on the CPU).
+        nthread: MuJoCo threads (default: all cores this process may use).
+        lane_offset: global number of lane 0, for RNG streams shared across processes.
+        render_mode: None or ``"rgb_array"``; ``render_lane`` picks the lane shown.
+        **task_options: make-time options of the task.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": ["rgb_array"], "render_fps": 50}
+
+    def __init__(self, task: str | TaskConfig, num_envs: int = 1, *, output: str = "numpy",
+                 copy: bool = True, autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+                 obs_groups: tuple[str, ...] | str = ("policy",), compile: bool = True,
+                 device: str | torch.device = "cpu", nthread: int | None = None, lane_offset: int = 0,
+                 render_mode: str | None = None, render_lane: int = 0, **task_options: Any) -> None:
+        self._closed = True  # until fully built, so close()/__del__ on a failed init are safe
+        if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
+            raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+        if output not in OUTPUTS:
+            raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
+        if not isinstance(copy, bool) or not isinstance(compile, bool):
+            raise ValueError("copy and compile must be bools")
+        try:
+            mode = AutoresetMode(autoreset_mode)
+        except ValueError:
+            raise ValueError(f"autoreset_mode must be one of {[m.value for m in AutoresetMode]}, "
+                             f"got {autoreset_mode!r}") from None
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        if not 0 <= render_lane < num_envs:
+            raise ValueError(f"render_lane must be in [0, {num_envs}), got {render_lane}")
+        if not isinstance(lane_offset, int) or lane_offset < 0:
+            raise ValueError(f"lane_offset must be an int >= 0, got {lane_offset!r}")
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} requested but CUDA is not available")
+        groups = (obs_groups,) if isinstance(obs_groups, str) else tuple(obs_groups)
+
+        if isinstance(task, TaskConfig):
+            if task_options:
+                raise ValueError(f"task options {sorted(task_options)} given with a TaskConfig")
+            cfg = task
+        else:
+            from motrix_gym.envs import task_config
+            cfg = task_config(task, **task_options)
+        unknown = [g for g in groups if g not in cfg.observations]
+        if not groups or unknown:
+            raise ValueError(f"obs_groups {list(groups)}: unknown group(s) {unknown}; "
+                             f"task {cfg.name!r} has {sorted(cfg.observations)}")
+
+        model = build_model(cfg.scene, cfg.sim_dt)
+        program = resolve(cfg, model_info(model))
+        self.task = cfg
+        self.sim = MujocoBatchSim(model, num_envs, nthread)
+        self.runtime = rt = TorchManagerRuntime(program, self.sim, compile=compile, lane_offset=lane_offset)
+
+        self.num_envs = num_envs
+        self.output, self.copy, self.obs_groups = output, copy, groups
+        self.autoreset_mode = mode
+        self.metadata = {**self.metadata, "autoreset_mode": mode}
+        self.render_mode, self.render_lane = render_mode, render_lane
+        clip = program.action.clip
+        na = len(program.action.joints.names)
+        self.single_action_space = gymnasium.spaces.Box(-clip, clip, (na,), np.float32)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        boxes = {g: gymnasium.spaces.Box(-np.inf, np.inf, (sum(rt.obs_dims[g]),), np.float32) for g in groups}
+        self.single_observation_space = boxes[groups[0]] if len(groups) == 1 else gymnasium.spaces.Dict(boxes)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+
+        L = rt.ctx.num_lanes
+        self._obs = [{g: torch.zeros(L, sum(rt.obs_dims[g])) for g in groups} for _ in range(2)]
+        self._cur = 0
+        self.final_obs = {g: torch.zeros(L, sum(rt.obs_dims[g])) for g in groups}
+        self._all = torch.ones(L, dtype=torch.bool)
+        self._pending = torch.zeros(num_envs, dtype=torch.bool)  # ended, awaiting (next-step) reset
+        self._seeded = False
+        self._has_reset = False
+        self.log: dict[str, float] = {"Physics/diverged_lanes": 0.0}
+        self._renderer = None
+        self._closed = False
+
+    # ------------------------------------------------------------------------------------ api
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        self._check_open()
+        options = dict(options or {})
+        mask_np = options.pop("reset_mask", None)
+        if options:
+            raise ValueError(f"unknown reset option(s) {sorted(options)}; supported: 'reset_mask'")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+            raise ValueError(f"seed must be a non-negative int or None (all lanes are seeded from one "
+                             f"int: lane i uses stream (seed, lane_offset + i)), got {seed!r}")
+        n, L = self.num_envs, self.runtime.ctx.num_lanes
+        if mask_np is not None:
+            if not isinstance(mask_np, np.ndarray):
+                raise TypeError(f"options['reset_mask'] must be a numpy array, got {type(mask_np)}")
+            if mask_np.shape != (n,):
+                raise ValueError(f"options['reset_mask'] must have shape ({n},), got {mask_np.shape}")
+            if mask_np.dtype != np.bool_:
+                raise TypeError(f"options['reset_mask'] must have dtype bool, got {mask_np.dtype}")
+            if not mask_np.any():
+                raise ValueError("options['reset_mask'] must contain at least one True")
+            if not self._has_reset:
+                raise ValueError("the first reset() must reset every lane (no reset_mask)")
+        mask = torch.zeros(L, dtype=torch.bool)
+        mask[:n] = True if mask_np is None else torch.from_numpy(mask_np)
+        rt = self.runtime
+        if seed is not None or not self._seeded:
+            seed = secrets.randbits(63) if seed is None else seed
+            if mask_np is None:
+                rt.seed(seed)
+            else:
+                state = rt.ctx.rng.state.clone()
+                rt.seed(seed)
+                rt.ctx.rng.state.copy_(torch.where(mask, rt.ctx.rng.state, state))
+            self._seeded = True
+        rt.reset(mask)
+        self._pending &= ~mask[:n]
+        nxt = self._flip()
+        for g in self.obs_groups:
+            if mask_np is not None:
+                nxt[g].copy_(self._obs[1 - self._cur][g])
+            rt.observe(g, nxt[g], mask)
+        self._has_reset = True
+        return self._out_obs(nxt), {}
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
+        self._check_open()
+        if not self._has_reset:
+            raise RuntimeError("call reset() before step()")
+        a = self._validate_actions(actions)
+        rt, n, L = self.runtime, self.num_envs, self.runtime.ctx.num_lanes
+        mode = self.autoreset_mode
+        if mode == AutoresetMode.DISABLED and self._pending.any():
+            lanes = torch.nonzero(self._pending).flatten().tolist()
+            raise ValueError(f"lanes {lanes[:10]} ended; reset them with reset(options={{'reset_mask': m}}) "
+                             f"before stepping (autoreset_mode=DISABLED)")
+        restart = self._pending.clone() if mode == AutoresetMode.NEXT_STEP else None
+        ids = None
+        if restart is not None and restart.any():
+            ids = torch.nonzero(~restart).flatten().numpy().astype(np.int32)
+        if ids is not None:
+            # Lanes restarting this step are not stepped, and their RNG streams must not advance
+            # before their reset: they restart exactly as they would in SAME_STEP.
+            rng_state = rt.ctx.rng.state.clone()
+        rt.step(a, ids)
+        if ids is not None:
+            full = torch.zeros(L, dtype=torch.bool)
+            full[:n] = restart
+            rt.ctx.rng.state.copy_(torch.where(full, rng_state, rt.ctx.rng.state))
+        done = (rt.terminated | rt.truncated) & rt.real
+        if restart is not None:
+            done[:n] &= ~restart
+        info: dict[str, Any] = {}
+        diverged = rt.ctx.diverged[:n]
+        if bool(diverged.any()):
+            self.log["Physics/diverged_lanes"] += float(diverged.sum())
+        reward = rt.reward[:n].clone()
+        terminated = rt.terminated[:n].clone()
+        truncated = rt.truncated[:n].clone()
+        nxt = self._flip()
+        if bool(done.any()):
+            self._episode_info(done, info)
+            if mode == AutoresetMode.SAME_STEP:
+                for g in self.obs_groups:
+                    rt.observe(g, self.final_obs[g], done)
+                info["final_obs"], info["_final_obs"] = self._final_obs_info(done[:n])
+                rt.reset(done)
+            else:
+                self._pending |= done[:n]
+        if ids is not None:
+            rt.reset(full)
+            self._pending &= ~restart
+            reward[restart] = 0.0
+            terminated[restart] = False
+            truncated[restart] = False
+        for g in self.obs_groups:
+            rt.observe(g, nxt[g], self._all)
+        return self._out_obs(nxt), self._out(reward), self._out(terminated), self._out(truncated), info
+
+    def render(self) -> np.ndarray | None:
+        self._check_open()
+        if self.render_mode is None:
+            return None
+        from motrix_gym.sim.render import LaneRenderer
+        if self._renderer is None:
+            self._renderer = LaneRenderer(self.sim.model)
+        return self._renderer.render(self.sim.lane_data(self.render_lane))
+
+    def close(self, **kwargs: Any) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+        self.sim.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    # ------------------------------------------------------------------------------------ parts
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this MotrixVectorEnv is closed")
+
+    def _flip(self) -> dict[str, Tensor]:
+        self._cur = 1 - self._cur
+        return self._obs[self._cur]
+
+    def _validate_actions(self, actions: Any) -> Tensor:
+        shape = (self.num_envs, self.single_action_space.shape[0])
+        if isinstance(actions, Tensor):
+            if actions.device != self.device:
+                raise ValueError(f"actions are on {actions.device}, the env expects {self.device}")
+            if actions.is_complex() or actions.dtype == torch.bool:
+                raise ValueError(f"actions must have a real dtype, got {actions.dtype}")
+            t = actions.detach().cpu()
+        else:
+            arr = np.asarray(actions)
+            if arr.dtype.kind not in "fiu":
+                raise ValueError(f"actions must have a real (float or integer) dtype, got {arr.dtype}")
+            t = torch.from_numpy(np.ascontiguousarray(arr))
+        if tuple(t.shape) != shape:
+            raise ValueError(f"actions must have shape {shape}, got {tuple(t.shape)}")
+        if t.is_floating_point():
+            bad = ~torch.isfinite(t).all(-1)
+            if bool(bad.any()):
+                lanes = torch.nonzero(bad).flatten().tolist()
+                raise ValueError(f"actions contain NaN or Inf in lanes {lanes[:10]}")
+        return t.to(torch.float32)
+
+    def _episode_info(self, done: Tensor, info: dict[str, Any]) -> None:
+        """Per-lane episode results for lanes that ended, and the env-level log."""
+        rt, n = self.runtime, self.num_envs
+        d = done[:n]
+        sums = rt.episode_sums[:n]
+        flags = rt.termination_terms[:n] & d.unsqueeze(-1)
+        ended = {
+            "reward_terms": {k: sums[:, i] * d for i, k in enumerate(rt.reward_names)},
+            "termination_terms": {k: flags[:, i] for i, k in enumerate(rt.termination_names)},
+        }
+        for name, vals in ended.items():
+            info[name] = {k: self._out(v) for k, v in vals.items()}
+            info["_" + name] = self._out(d)
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            ret = torch.where(d, rt.episode_return[:n], 0.0)
+            length = torch.where(d, rt.ctx.episode_step[:n], 0).to(torch.int32)
+            final = {k: info.pop(k) for k in ("reward_terms", "_reward_terms", "termination_terms",
+                                              "_termination_terms")}
+            final["episode"] = {"r": self._out(ret), "l": self._out(length)}
+            final["_episode"] = self._out(d)
+            info["final_info"], info["_final_info"] = final, self._out(d)
+        count = float(d.sum())
+        for i, k in enumerate(rt.reward_names):
+            self.log[f"Episode_Reward/{k}"] = float(sums[d, i].sum()) / count / self.task.episode_length_s
+        for i, k in enumerate(rt.termination_names):
+            self.log[f"Episode_Termination/{k}"] = float(flags[:, i].sum())
+
+    def _final_obs_info(self, done: Tensor) -> tuple[Any, Any]:
+        n = self.num_envs
+        if self.output == "torch":
+            dense = {g: (self.final_obs[g][:n] * done.unsqueeze(-1)).to(self.device) for g in self.obs_groups}
+            return (dense[self.obs_groups[0]] if len(dense) == 1 else dense), done.to(self.device)
+        arrays = {g: self.final_obs[g][:n].numpy() for g in self.obs_groups}
+        out = np.full(n, None, dtype=object)
+        for i in torch.nonzero(done).flatten().tolist():
+            per = {g: arrays[g][i].copy() for g in self.obs_groups}
+            out[i] = per[self.obs_groups[0]] if len(per) == 1 else per
+        return out, done.numpy().copy()
+
+    def _out(self, t: Tensor) -> Any:
+        """A small per-lane result (always a fresh copy)."""
+        return t.clone().to(self.device) if self.output == "torch" else t.numpy().copy()
+
+    def _out_obs(self, bufs: dict[str, Tensor]) -> Any:
+        n = self.num_envs
+        if self.output == "torch":
+            out = {g: (b[:n].clone() if self.copy else b[:n]).to(self.device) for g, b in bufs.items()}
+        else:
+            out = {g: (b[:n].numpy().copy() if self.copy else b[:n].numpy()) for g, b in bufs.items()}
+        return out[self.obs_groups[0]] if len(out) == 1 else out

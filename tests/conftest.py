@@ -1,0 +1,60 @@
+"""Shared helpers: small real-physics envs, run eagerly unless a test is about compilation."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import motrix_gym  # noqa: F401  (registers the ids)
+from motrix_gym.vector_env import MotrixVectorEnv
+
+TASK = "G1WalkFlat"
+ENV_ID = "Motrix/G1WalkFlat-v0"
+
+warnings.filterwarnings("ignore", message=".*Box .*space.*")
+
+
+def make(num_envs: int = 4, **kwargs) -> MotrixVectorEnv:
+    kwargs.setdefault("compile", False)
+    return MotrixVectorEnv(TASK, num_envs, **kwargs)
+
+
+def random_actions(steps: int, num_envs: int, dim: int, std: float = 1.5, seed: int = 0) -> np.ndarray:
+    """Actions large enough that episodes end within tens of steps."""
+    return (np.random.default_rng(seed).standard_normal((steps, num_envs, dim)) * std).astype(np.float32)
+
+
+def snapshot(env: MotrixVectorEnv) -> dict[str, torch.Tensor]:
+    """Every tensor of the runtime state (context, commands, buffers), cloned."""
+    rt = env.runtime
+    out = {}
+    for owner, obj in [("ctx", rt.ctx), ("rt", rt), ("rng", rt.ctx.rng),
+                       *((f"cmd.{k}", c) for k, c in rt.ctx.commands.items())]:
+        for k, v in vars(obj).items():
+            if isinstance(v, torch.Tensor):
+                out[f"{owner}.{k}"] = v.clone()
+    out["sim.qpos"], out["sim.qvel"] = rt.sim.qpos.clone(), rt.sim.qvel.clone()
+    return out
+
+
+@pytest.fixture
+def env4():
+    env = make(4)
+    env.reset(seed=0)
+    yield env
+    env.close()
+
+
+def restore(env: MotrixVectorEnv, snap: dict[str, torch.Tensor]) -> None:
+    """Write a :func:`snapshot` back in place."""
+    rt = env.runtime
+    owners = {"ctx": rt.ctx, "rt": rt, "rng": rt.ctx.rng, **{f"cmd.{k}": c for k, c in rt.ctx.commands.items()}}
+    for key, value in snap.items():
+        owner, name = key.rsplit(".", 1)
+        if owner == "sim":
+            getattr(rt.sim, name).copy_(value)
+        else:
+            getattr(owners[owner], name).copy_(value)

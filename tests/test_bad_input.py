@@ -1,0 +1,107 @@
+"""Bad actions raise ValueError before any state changes; real dtypes are accepted and cast."""
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import make, snapshot
+
+
+def assert_same_state(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        x, y = (a[k].nan_to_num(), b[k].nan_to_num()) if a[k].is_floating_point() else (a[k], b[k])
+        assert torch.equal(x, y), k
+
+
+@pytest.mark.parametrize("bad", [
+    np.zeros((4, 28), np.float32),
+    np.zeros((3, 29), np.float32),
+    np.zeros(29, np.float32),
+    np.zeros((4, 29), dtype=object),
+    np.full((4, 29), "a"),
+    np.zeros((4, 29), np.complex64),
+    np.zeros((4, 29), bool),
+    np.where(np.eye(4, 29) > 0, np.nan, 0.0),
+    np.where(np.eye(4, 29) > 0, np.inf, 0.0),
+    torch.zeros(4, 29, dtype=torch.complex64),
+    torch.full((4, 29), float("nan")),
+    [[0.0] * 29] * 3,
+])
+def test_bad_actions_raise_and_change_nothing(env4, bad):
+    before = snapshot(env4)
+    with pytest.raises(ValueError):
+        env4.step(bad)
+    assert_same_state(before, snapshot(env4))
+
+
+def test_step_after_error_equals_step_without_it():
+    a, b = make(4), make(4)
+    a.reset(seed=0)
+    b.reset(seed=0)
+    act = np.random.default_rng(0).standard_normal((4, 29)).astype(np.float32)
+    with pytest.raises(ValueError):
+        a.step(np.full((4, 29), np.nan))
+    ra, rb = a.step(act), b.step(act)
+    for x, y in zip(ra[:4], rb[:4]):
+        np.testing.assert_array_equal(x, y)
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("convert", [
+    lambda x: x.astype(np.float64),
+    lambda x: torch.from_numpy(x),
+    lambda x: torch.from_numpy(x).double(),
+    lambda x: x.tolist(),
+])
+def test_real_dtypes_are_cast(convert):
+    a, b = make(4), make(4)
+    a.reset(seed=0)
+    b.reset(seed=0)
+    act = np.random.default_rng(1).standard_normal((4, 29)).astype(np.float32)
+    ra, rb = a.step(act), b.step(convert(act))
+    for x, y in zip(ra[:4], rb[:4]):
+        np.testing.assert_array_equal(x, y)
+    a.close()
+    b.close()
+
+
+def test_out_of_bound_actions_are_clipped_to_the_space():
+    a, b = make(2), make(2)
+    a.reset(seed=0)
+    b.reset(seed=0)
+    high = a.single_action_space.high
+    big = np.full((2, 29), 1e6)
+    ra, rb = a.step(big), b.step(np.broadcast_to(high, (2, 29)))
+    np.testing.assert_array_equal(ra[0], rb[0])
+    a.close()
+    b.close()
+
+
+def test_bad_make_kwargs():
+    with pytest.raises(ValueError, match="num_envs"):
+        make(0)
+    with pytest.raises(ValueError, match="output"):
+        make(2, output="jax")
+    with pytest.raises(ValueError, match="autoreset_mode"):
+        make(2, autoreset_mode="sometimes")
+    with pytest.raises(ValueError, match="obs_groups"):
+        make(2, obs_groups=("policy", "privileged"))
+    with pytest.raises(ValueError, match="task options"):
+        make(2, colour="red")
+
+
+def test_bad_seed():
+    env = make(2)
+    for bad in (-1, 1.5, [1, 2], "7"):
+        with pytest.raises(ValueError, match="seed"):
+            env.reset(seed=bad)
+    env.close()
+
+
+def test_unknown_reset_option():
+    env = make(2)
+    with pytest.raises(ValueError, match="reset option"):
+        env.reset(options={"mask": np.ones(2, bool)})
+    env.close()

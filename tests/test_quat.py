@@ -1,0 +1,60 @@
+import mujoco
+import numpy as np
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from motrix_gym.math import normalize, quat_apply, quat_apply_inverse, quat_conjugate, quat_mul, yaw_quat
+
+finite = st.floats(-10, 10, allow_nan=False, width=64)
+quats = arrays(np.float64, (4,), elements=finite).filter(lambda q: np.linalg.norm(q) > 1e-3)
+vecs = arrays(np.float64, (3,), elements=finite)
+
+
+def unit(q: np.ndarray) -> torch.Tensor:
+    return normalize(torch.from_numpy(q))
+
+
+@given(quats, vecs)
+@settings(max_examples=200, deadline=None)
+def test_apply_matches_mujoco(q, v):
+    qt = unit(q)
+    want = np.zeros(3)
+    mujoco.mju_rotVecQuat(want, v, qt.numpy())
+    np.testing.assert_allclose(quat_apply(qt, torch.from_numpy(v)).numpy(), want, atol=1e-9)
+
+
+@given(quats, quats)
+@settings(max_examples=200, deadline=None)
+def test_mul_matches_mujoco(a, b):
+    at, bt = unit(a), unit(b)
+    want = np.zeros(4)
+    mujoco.mju_mulQuat(want, at.numpy(), bt.numpy())
+    np.testing.assert_allclose(quat_mul(at, bt).numpy(), want, atol=1e-12)
+
+
+@given(quats, vecs)
+@settings(max_examples=200, deadline=None)
+def test_inverse_round_trip_and_norm(q, v):
+    qt, vt = unit(q), torch.from_numpy(v)
+    rotated = quat_apply(qt, vt)
+    np.testing.assert_allclose(rotated.norm().item(), np.linalg.norm(v), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(quat_apply_inverse(qt, rotated).numpy(), v, atol=1e-9)
+    np.testing.assert_allclose(quat_mul(qt, quat_conjugate(qt)).numpy(), [1, 0, 0, 0], atol=1e-12)
+
+
+@given(quats)
+@settings(max_examples=200, deadline=None)
+def test_yaw_quat_keeps_heading(q):
+    qt = unit(q)
+    x = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
+    fwd = quat_apply(qt, x)
+    if fwd[:2].norm() < 1e-3:  # heading undefined when facing straight up or down
+        return
+    yq = yaw_quat(qt)
+    assert abs(yq.norm().item() - 1) < 1e-9
+    yfwd = quat_apply(yq, x)
+    np.testing.assert_allclose(yfwd[2].item(), 0.0, atol=1e-9)
+    heading = fwd[:2] / fwd[:2].norm()
+    np.testing.assert_allclose(yfwd[:2].numpy(), heading.numpy(), atol=1e-6)

@@ -1,0 +1,78 @@
+"""The resolver rejects broken task tables with errors that name the term."""
+
+import dataclasses
+
+import pytest
+
+from motrix_gym.envs.walk.g1 import walk_flat
+from motrix_gym.manager.resolver import TaskConfigError, resolve
+from motrix_gym.manager.terms import Bodies, Joints, ObservationTerm, RewardTerm, Sensor
+from motrix_gym.mdp import observations as obs
+from motrix_gym.mdp import rewards as rew
+from motrix_gym.sim.scene import build_model, model_info
+
+TASK = walk_flat()
+INFO = model_info(build_model(TASK.scene, TASK.sim_dt))
+
+
+def body_height(env, body: "Bodies", target: float = 0.0):
+    return env.xpos[:, body[0], 2] - target
+
+
+def with_rewards(*terms):
+    return dataclasses.replace(TASK, rewards=TASK.rewards + terms)
+
+
+def test_task_resolves():
+    prog = resolve(TASK, INFO)
+    assert len(prog.action.joints.names) == 29
+    assert [t.name for t in prog.rewards][:2] == ["track_lin_vel", "track_ang_vel"]
+
+
+def test_misspelled_body_names_the_term():
+    bad = with_rewards(RewardTerm("head_height", body_height, weight=1.0, params={"body": Bodies("torso_lnk")}))
+    with pytest.raises(TaskConfigError, match=r"reward term 'head_height'.*'torso_lnk'.*did you mean 'torso_link'"):
+        resolve(bad, INFO)
+
+
+def test_misspelled_joint_and_sensor():
+    bad = dataclasses.replace(TASK, observations={"policy": (
+        ObservationTerm("jp", obs.joint_pos_rel, params={"joints": Joints("left_knee")}),)})
+    with pytest.raises(TaskConfigError, match=r"observation\[policy\] term 'jp'.*'left_knee'"):
+        resolve(bad, INFO)
+    bad = with_rewards(RewardTerm("fp", rew.feet_phase, weight=1.0,
+                                  params={"clock": "gait", "sensors": (Sensor("left_foot"), Sensor("x"))}))
+    with pytest.raises(TaskConfigError, match=r"reward term 'fp'.*sensor 'left_foot'"):
+        resolve(bad, INFO)
+
+
+def test_duplicate_names():
+    with pytest.raises(TaskConfigError, match="reward term 'alive': duplicate"):
+        resolve(with_rewards(RewardTerm("alive", rew.alive, weight=1.0)), INFO)
+
+
+def test_parameter_checks():
+    with pytest.raises(TaskConfigError, match=r"reward term 'h'.*unknown parameter.*'hieght'"):
+        resolve(with_rewards(RewardTerm("h", body_height, weight=1.0,
+                                        params={"body": Bodies("pelvis"), "hieght": 1.0})), INFO)
+    with pytest.raises(TaskConfigError, match=r"reward term 'h'.*missing parameter.*'body'"):
+        resolve(with_rewards(RewardTerm("h", body_height, weight=1.0)), INFO)
+    with pytest.raises(TaskConfigError, match=r"reward term 'h'.*'target' must be float"):
+        resolve(with_rewards(RewardTerm("h", body_height, weight=1.0,
+                                        params={"body": Bodies("pelvis"), "target": "high"})), INFO)
+    with pytest.raises(TaskConfigError, match=r"reward term 'h'.*'body' must be Bodies"):
+        resolve(with_rewards(RewardTerm("h", body_height, weight=1.0, params={"body": "pelvis"})), INFO)
+
+
+def test_missing_policy_group():
+    with pytest.raises(TaskConfigError, match="'policy' is required"):
+        resolve(dataclasses.replace(TASK, observations={}), INFO)
+
+
+def test_bad_return_shape_is_caught_at_make():
+    from motrix_gym.vector_env import MotrixVectorEnv
+
+    bad = dataclasses.replace(TASK, observations={"policy": (
+        ObservationTerm("flat", lambda env: env.qpos[:, 0]),)})
+    with pytest.raises(TaskConfigError, match=r"observation\[policy\] term 'flat'.*\(lanes, d\)"):
+        MotrixVectorEnv(bad, 2, compile=False)

@@ -1,0 +1,144 @@
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.wrappers.vector import DictInfoToList, RecordEpisodeStatistics
+
+from conftest import ENV_ID, make, random_actions
+
+
+def test_make_vec_is_native_vector_env():
+    env = gym.make_vec(ENV_ID, num_envs=16, compile=False)
+    try:
+        assert isinstance(env.unwrapped, VectorEnv)
+        assert not isinstance(env.unwrapped, (gym.vector.SyncVectorEnv, gym.vector.AsyncVectorEnv))
+        assert env.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+        assert env.observation_space.shape == (16, env.single_observation_space.shape[0])
+        assert env.action_space.shape == (16, 29)
+    finally:
+        env.close()
+
+
+def test_thousand_steps_with_autoreset_and_final_obs():
+    env = gym.make_vec(ENV_ID, num_envs=16, compile=False)
+    obs, _ = env.reset(seed=3)
+    acts = random_actions(1000, 16, 29, std=1.0)
+    ended = 0
+    for a in acts:
+        obs, rew, term, trunc, info = env.step(a)
+        assert obs.dtype == np.float32 and np.isfinite(obs).all()
+        assert rew.dtype == np.float32 and np.isfinite(rew).all()
+        assert term.dtype == np.bool_ and trunc.dtype == np.bool_
+        done = term | trunc
+        if done.any():
+            ended += done.sum()
+            np.testing.assert_array_equal(info["_final_obs"], done)
+            for i in range(16):
+                if done[i]:
+                    assert info["final_obs"][i].shape == obs.shape[1:]
+                    assert np.isfinite(info["final_obs"][i]).all()
+                    assert not np.array_equal(info["final_obs"][i], obs[i])  # obs is already reset
+                else:
+                    assert info["final_obs"][i] is None
+            fi = info["final_info"]
+            np.testing.assert_array_equal(fi["_episode"], done)
+            assert (fi["episode"]["l"][done] >= 1).all()
+            assert set(fi["reward_terms"]) == set(env.unwrapped.runtime.reward_names)
+            assert "episode" not in info
+        else:
+            assert "final_obs" not in info
+    assert ended > 16  # random actions end episodes well within 1000 steps
+    assert "Episode_Reward/track_lin_vel" in env.unwrapped.log
+    env.close()
+
+
+def test_final_episode_return_equals_sum_of_rewards():
+    env = make(4)
+    env.reset(seed=1)
+    running = np.zeros(4)
+    checked = 0
+    for a in random_actions(200, 4, 29):
+        _, rew, term, trunc, info = env.step(a)
+        running += rew
+        done = term | trunc
+        if done.any():
+            ep = info["final_info"]["episode"]
+            np.testing.assert_allclose(ep["r"][done], running[done], rtol=1e-4, atol=1e-5)
+            terms = info["final_info"]["reward_terms"]
+            total = sum(terms[k] for k in terms)
+            np.testing.assert_allclose(total[done], running[done], rtol=1e-4, atol=1e-5)
+            running[done] = 0
+            checked += done.sum()
+    assert checked > 0
+    env.close()
+
+
+def test_wrappers_step():
+    env = DictInfoToList(RecordEpisodeStatistics(gym.make_vec(ENV_ID, num_envs=8, compile=False)))
+    env.reset(seed=0)
+    saw_episode = False
+    for a in random_actions(150, 8, 29):
+        _, _, term, trunc, infos = env.step(a)
+        assert isinstance(infos, list) and len(infos) == 8
+        for i in np.flatnonzero(term | trunc):
+            assert "episode" in infos[i] and "final_obs" in infos[i]
+            saw_episode = True
+    assert saw_episode
+    env.close()
+
+
+def test_torch_output_and_obs_groups():
+    env = make(4, output="torch", obs_groups=("policy", "critic"))
+    obs, _ = env.reset(seed=0)
+    assert isinstance(env.single_observation_space, gym.spaces.Dict)
+    assert set(obs) == {"policy", "critic"}
+    assert obs["critic"].shape[1] == obs["policy"].shape[1] + 3
+    obs2, rew, term, trunc, _ = env.step(torch.zeros(4, 29))
+    assert all(isinstance(x, torch.Tensor) for x in (obs2["policy"], rew, term, trunc))
+    assert obs2["policy"].dtype == torch.float32 and term.dtype == torch.bool
+    env.close()
+
+
+def test_copy_semantics():
+    env = make(4, copy=True)
+    obs, _ = env.reset(seed=0)
+    kept = obs.copy()
+    for _ in range(3):
+        env.step(np.zeros((4, 29)))
+    np.testing.assert_array_equal(obs, kept)  # never written again
+    env.close()
+    env = make(4, copy=False)
+    a, _ = env.reset(seed=0)
+    b, *_ = env.step(np.zeros((4, 29)))
+    a_val = a.copy()
+    c, *_ = env.step(np.zeros((4, 29)))
+    assert np.shares_memory(a, c)  # double buffer: the view is reused two calls later
+    assert not np.array_equal(a_val, c)
+    env.close()
+
+
+def test_close_idempotent_and_calls_after_close_raise():
+    env = make(2)
+    env.reset(seed=0)
+    env.close()
+    env.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        env.step(np.zeros((2, 29)))
+    with pytest.raises(RuntimeError, match="closed"):
+        env.reset()
+
+
+def test_step_before_reset_raises():
+    env = make(2)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(np.zeros((2, 29)))
+    env.close()
+
+
+def test_single_env_checker():
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make(ENV_ID)
+    check_env(env.unwrapped, skip_render_check=True)
+    env.close()
