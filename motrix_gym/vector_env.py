@@ -268,7 +268,7 @@ class MotrixVectorEnv(VectorEnv):
         shape = (self.num_envs, self.single_action_space.shape[0])
         if isinstance(actions, Tensor):
             if actions.device != self.device:
-                raise ValueError(f"actions are on {actions.device}, the env expects {self.device}")
+                raise ValueError(f"actions are on device {actions.device}, the env expects {self.device}")
             if actions.is_complex() or actions.dtype == torch.bool:
                 raise ValueError(f"actions must have a real dtype, got {actions.dtype}")
             t = actions.detach().cpu()

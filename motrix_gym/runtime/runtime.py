@@ -199,7 +199,7 @@ class TorchManagerRuntime:
         qpos, qvel = sim.qpos, sim.qvel
         bad = ~(torch.isfinite(qpos).all(-1) & torch.isfinite(qvel).all(-1))
         bad |= qvel.abs().amax(-1) > self.program.task.max_speed
-        if failed is not None and len(failed):
+        if failed is not None and len(failed):  # MuJoCo raised or found bad values
             bad[torch.from_numpy(failed)] = True
         ctx.diverged[:n].copy_(bad)
         for name in ("qpos", "qvel", "xpos", "xquat", "sensordata"):

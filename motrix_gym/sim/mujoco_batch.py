@@ -18,6 +18,8 @@ from mujoco import batch as mjbatch
 from torch import Tensor
 
 READ_FIELDS = ("qpos", "qvel", "xpos", "xquat", "sensordata")
+UNSTABLE = [int(w) for w in (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
+                              mujoco.mjtWarning.mjWARN_BADQACC)]
 
 
 def default_nthread() -> int:
@@ -52,17 +54,27 @@ class MujocoBatchSim:
                 self.views[name] = torch.from_numpy(self.batch.bind(name))
         self.qpos, self.qvel, self.ctrl = self.views["qpos"], self.views["qvel"], self.views["ctrl"]
         self.batch.reset(None)  # every lane at the model's defaults, derived fields current
+        self._unstable_count = self._unstable()
+
+    def _unstable(self) -> np.ndarray:
+        """Per lane, how often MuJoCo found a bad qpos/qvel/qacc (it then resets the lane itself)."""
+        return self.batch.warning[:, UNSTABLE, 1].sum(-1)
 
     def step(self, nstep: int, ids: np.ndarray | None = None) -> np.ndarray:
         """Advance lanes ``ids`` (all when None) by ``nstep`` substeps.
 
-        Returns the ids of lanes where MuJoCo raised; they keep their previous state.
+        Returns the ids of lanes that became unstable: MuJoCo raised (the lane keeps its previous
+        state) or found non-finite or huge values (and reset the lane to the model's defaults).
         """
+        failed = np.zeros(0, dtype=np.int64)
         try:
             self.batch.step(ids, nstep=nstep, stage=mujoco.mjtStage.mjSTAGE_VEL)
         except mjbatch.SimulationError as e:
-            return np.asarray(e.ids, dtype=np.int64)
-        return np.zeros(0, dtype=np.int64)
+            failed = np.asarray(e.ids, dtype=np.int64)
+        count = self._unstable()
+        warned = np.flatnonzero(count != self._unstable_count)
+        self._unstable_count = count
+        return np.union1d(failed, warned) if len(warned) else failed
 
     def reset(self, ids: np.ndarray, qpos: Tensor, qvel: Tensor) -> None:
         """Reset lanes ``ids`` (sorted, unique) to ``qpos``/``qvel`` rows and forward them."""
@@ -73,6 +85,7 @@ class MujocoBatchSim:
         self.qpos[idx] = qpos.to(torch.float64)
         self.qvel[idx] = qvel.to(torch.float64)
         self.batch.forward(ids, stage=mujoco.mjtStage.mjSTAGE_VEL)
+        self._unstable_count = self._unstable()
 
     def lane_data(self, lane: int) -> mujoco.MjData:
         """One lane's full MjData (forwarded), e.g. for rendering."""
@@ -81,5 +94,7 @@ class MujocoBatchSim:
         return data
 
     def close(self) -> None:
+        """Free the lanes and MuJoCo's thread pool (every view of the batch is dropped)."""
         self.views.clear()
-        self.batch = None  # type: ignore[assignment]  # frees the lanes and the thread pool
+        self.qpos = self.qvel = self.ctrl = None  # type: ignore[assignment]
+        self.batch = None  # type: ignore[assignment]
