@@ -2,16 +2,19 @@
 
 For each task and lane count, in one process:
 
-- **env**: ``env.step(actions)`` with fixed random actions (full step: validation, action term,
-  physics, evaluate, autoreset, observe, numpy outputs).
-- **raw**: a bare ``mujoco.batch.Batch`` of the same compiled model, lanes and threads, doing
-  ``ctrl[:] = targets; step(nstep=decimation)`` with the same control pattern, started from the
-  env's current states (so contacts match).
-- env and raw runs alternate, ``--repeats`` times; medians are reported.
+- **env**: ``env.step(actions)`` with fixed random actions, each step timed on its own (full step:
+  validation, action term, physics, evaluate, autoreset, observe, numpy outputs). Before each
+  step, untimed, the batch's complete state (qpos, qvel, warm start, ...) is recorded.
+- **raw**: a bare ``mujoco.batch.Batch`` of the same compiled model, lanes and threads replays
+  those states: state restored (untimed), then ``ctrl[:] = targets; step(nstep=decimation)`` timed,
+  with the targets the env computed. It simulates exactly what the env simulated (same contacts,
+  resets, warm starts, changing controls), so the ratio isolates the framework's overhead.
+- env and raw passes alternate ``--repeats`` times; medians are reported.
 - **runtime**: the evaluate / reset / observe graphs alone (compiled as configured, and eager),
   median per call; reset is timed with every lane masked (its cost does not depend on the mask).
 - **RSS per lane**: resident memory after warm-up minus that before the env was made (torch and
   MuJoCo already imported), divided by lanes.
+- **first step**: seconds from ``make_vec`` to the end of the first step (compilation included).
 """
 
 from __future__ import annotations
@@ -79,25 +82,33 @@ def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bo
     targets = default + act.scale.numpy() * np.clip(actions, -clip, clip)
     ctrl_cols = act.actuator_ids.numpy()
     raw = mjbatch.Batch(sim.model, num_envs, sim.nthread)
-    rq, rv, rc = raw.bind("qpos"), raw.bind("qvel"), raw.bind("ctrl")
+    rc = raw.bind("ctrl")
     dec = rt.program.task.decimation
 
-    def env_run() -> None:
+    def env_pass() -> tuple[float, list[np.ndarray]]:
+        states, total = [], 0.0
         for a in actions:
+            states.append(sim.batch.state.copy())
+            t = time.perf_counter()
             env.step(a)
+            total += time.perf_counter() - t
+        return total / steps, states
 
-    def raw_run() -> None:
-        for tgt in targets:
+    def raw_pass(states: list[np.ndarray]) -> float:
+        total = 0.0
+        for state, tgt in zip(states, targets):
+            raw.state[:] = state
+            t = time.perf_counter()
             rc[:, ctrl_cols] = tgt
             raw.step(nstep=dec)
+            total += time.perf_counter() - t
+        return total / steps
 
     env_t, raw_t = [], []
     for _ in range(repeats):
-        env_t.append(_median_time(env_run, 1) / steps)
-        rq[:] = sim.qpos.numpy()
-        rv[:] = sim.qvel.numpy()
-        raw.forward()
-        raw_t.append(_median_time(raw_run, 1) / steps)
+        e, states = env_pass()
+        env_t.append(e)
+        raw_t.append(raw_pass(states))
     env_s, raw_s = statistics.median(env_t), statistics.median(raw_t)
     ratios = [e / r for e, r in zip(env_t, raw_t)]
 

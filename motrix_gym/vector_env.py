@@ -36,6 +36,7 @@ from torch import Tensor
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.resolver import resolve
 from motrix_gym.runtime.runtime import TorchManagerRuntime
+from motrix_gym.runtime.runtime import torch_threads as torch_threads_ctx
 from motrix_gym.sim.mujoco_batch import MujocoBatchSim
 from motrix_gym.sim.scene import build_model, model_info
 
@@ -55,8 +56,11 @@ class MotrixVectorEnv(VectorEnv):
         compile: run the runtime's graphs through ``torch.compile`` (default) or eagerly.
         device: where torch outputs live (the simulation and runtime run on the CPU).
         nthread: MuJoCo threads (default: all cores this process may use).
+        torch_threads: torch intra-op threads while the runtime runs (the caller's setting is
+            restored after each call).
         lane_offset: global number of lane 0, for RNG streams shared across processes.
         render_mode: None or ``"rgb_array"``; ``render_lane`` picks the lane shown.
+        progress: show a progress bar while the runtime compiles.
         **task_options: make-time options of the task.
     """
 
@@ -65,8 +69,9 @@ class MotrixVectorEnv(VectorEnv):
     def __init__(self, task: str | TaskConfig, num_envs: int = 1, *, output: str = "numpy",
                  copy: bool = True, autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
                  obs_groups: tuple[str, ...] | str = ("policy",), compile: bool = True,
-                 device: str | torch.device = "cpu", nthread: int | None = None, lane_offset: int = 0,
-                 render_mode: str | None = None, render_lane: int = 0, **task_options: Any) -> None:
+                 device: str | torch.device = "cpu", nthread: int | None = None, torch_threads: int = 1,
+                 lane_offset: int = 0, render_mode: str | None = None, render_lane: int = 0,
+                 progress: bool = True, **task_options: Any) -> None:
         self._closed = True  # until fully built, so close()/__del__ on a failed init are safe
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
@@ -83,6 +88,8 @@ class MotrixVectorEnv(VectorEnv):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         if not 0 <= render_lane < num_envs:
             raise ValueError(f"render_lane must be in [0, {num_envs}), got {render_lane}")
+        if not isinstance(torch_threads, int) or isinstance(torch_threads, bool) or torch_threads < 1:
+            raise ValueError(f"torch_threads must be an int >= 1, got {torch_threads!r}")
         if not isinstance(lane_offset, int) or lane_offset < 0:
             raise ValueError(f"lane_offset must be an int >= 0, got {lane_offset!r}")
         self.device = torch.device(device)
@@ -107,6 +114,10 @@ class MotrixVectorEnv(VectorEnv):
         self.task = cfg
         self.sim = MujocoBatchSim(model, num_envs, nthread)
         self.runtime = rt = TorchManagerRuntime(program, self.sim, compile=compile, lane_offset=lane_offset)
+        self.torch_threads = torch_threads
+        if compile:
+            with torch_threads_ctx(torch_threads):
+                rt.warmup(groups, progress)
 
         self.num_envs = num_envs
         self.output, self.copy, self.obs_groups = output, copy, groups
@@ -136,6 +147,10 @@ class MotrixVectorEnv(VectorEnv):
     # ------------------------------------------------------------------------------------ api
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         self._check_open()
+        with torch_threads_ctx(self.torch_threads):
+            return self._reset(seed, options)
+
+    def _reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict]:
         options = dict(options or {})
         mask_np = options.pop("reset_mask", None)
         if options:
@@ -182,6 +197,10 @@ class MotrixVectorEnv(VectorEnv):
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")
         a = self._validate_actions(actions)
+        with torch_threads_ctx(self.torch_threads):
+            return self._step(a)
+
+    def _step(self, a: Tensor) -> tuple[Any, Any, Any, Any, dict]:
         rt, n, L = self.runtime, self.num_envs, self.runtime.ctx.num_lanes
         mode = self.autoreset_mode
         if mode == AutoresetMode.DISABLED and self._pending.any():
@@ -237,8 +256,8 @@ class MotrixVectorEnv(VectorEnv):
             return None
         from motrix_gym.sim.render import LaneRenderer
         if self._renderer is None:
-            self._renderer = LaneRenderer(self.sim.model)
-        return self._renderer.render(self.sim.lane_data(self.render_lane))
+            self._renderer = LaneRenderer(build_model(self.task.scene, self.task.sim_dt, visual=True))
+        return self._renderer.render(self.sim.qpos[self.render_lane].numpy())
 
     def close(self, **kwargs: Any) -> None:
         if self._closed:

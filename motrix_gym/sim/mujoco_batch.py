@@ -87,12 +87,6 @@ class MujocoBatchSim:
         self.batch.forward(ids, stage=mujoco.mjtStage.mjSTAGE_VEL)
         self._unstable_count = self._unstable()
 
-    def lane_data(self, lane: int) -> mujoco.MjData:
-        """One lane's full MjData (forwarded), e.g. for rendering."""
-        data = self.batch.get_data(lane)
-        mujoco.mj_forward(self.model, data)
-        return data
-
     def close(self) -> None:
         """Free the lanes and MuJoCo's thread pool (every view of the batch is dropped)."""
         self.views.clear()

@@ -26,10 +26,14 @@ class LaneRenderer:
         self.camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
         self.camera.trackbodyid = 1  # the root body
         self.camera.distance, self.camera.azimuth, self.camera.elevation = distance, azimuth, elevation
+        self.model = model
+        self.data = mujoco.MjData(model)
 
-    def render(self, data: mujoco.MjData) -> np.ndarray:
-        """(height, width, 3) uint8 RGB frame."""
-        self.renderer.update_scene(data, camera=self.camera)
+    def render(self, qpos: np.ndarray) -> np.ndarray:
+        """(height, width, 3) uint8 RGB frame of the configuration ``qpos``."""
+        self.data.qpos[:] = qpos
+        mujoco.mj_kinematics(self.model, self.data)
+        self.renderer.update_scene(self.data, camera=self.camera)
         return self.renderer.render()
 
     def close(self) -> None:
