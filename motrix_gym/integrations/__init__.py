@@ -1,0 +1,1 @@
+"""Adapters to learners' own vector-env interfaces (each an optional extra)."""
