@@ -1,4 +1,4 @@
-"""Command line: ``python -m motrix_gym {list,run,bench} ...``."""
+"""Command line: ``python -m motrix_gym {list,run,render,bench} ...``."""
 
 from __future__ import annotations
 
@@ -54,6 +54,32 @@ def cmd_run(args: argparse.Namespace) -> None:
     env.close()
 
 
+def cmd_render(args: argparse.Namespace) -> None:
+    """Roll out a lane with zero or random actions and write the frames as a GIF."""
+    import gymnasium as gym
+    import numpy as np
+    from PIL import Image
+    from tqdm import tqdm
+
+    import motrix_gym  # noqa: F401
+
+    lanes = list(range(args.lanes))
+    env = gym.make_vec(_id(args.env_id), num_envs=max(args.lanes, 1), compile=False, render_mode="rgb_array",
+                       render_lane=lanes if len(lanes) > 1 else 0, progress=False)
+    env.reset(seed=args.seed)
+    rng = np.random.default_rng(args.seed)
+    frames = []
+    for _ in tqdm(range(args.steps), desc=f"render {args.env_id}", unit="frame"):
+        a = rng.standard_normal(env.action_space.shape).astype(np.float32) * args.action_std
+        env.step(a)
+        frames.append(Image.fromarray(env.render()))
+    env.close()
+    ms = round(1000 * env.unwrapped.task.step_dt * args.every)
+    frames = frames[:: args.every]
+    frames[0].save(args.out, save_all=True, append_images=frames[1:], duration=ms, loop=0)
+    print(f"wrote {len(frames)} frames to {args.out}")
+
+
 def cmd_bench(args: argparse.Namespace) -> None:
     from motrix_gym import bench
 
@@ -73,6 +99,15 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
                      help="torch.compile the runtime (default) or run it eagerly")
     run.set_defaults(func=cmd_run)
+    render = sub.add_parser("render", help="write a GIF of a rollout")
+    render.add_argument("env_id")
+    render.add_argument("--out", required=True, help="output .gif")
+    render.add_argument("--steps", type=int, default=100)
+    render.add_argument("--every", type=int, default=2, help="keep every n-th frame")
+    render.add_argument("--lanes", type=int, default=1, help="tile the first k lanes")
+    render.add_argument("--seed", type=int, default=0)
+    render.add_argument("--action-std", type=float, default=0.0, help="0: hold the default pose")
+    render.set_defaults(func=cmd_render)
     bench = sub.add_parser("bench", help="env-steps/s vs raw physics, runtime cost, memory per lane")
     from motrix_gym.bench import add_arguments
 

@@ -24,6 +24,7 @@ Contracts (see docs/architecture.md):
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium
@@ -59,7 +60,8 @@ class MotrixVectorEnv(VectorEnv):
         torch_threads: torch intra-op threads while the runtime runs (the caller's setting is
             restored after each call).
         lane_offset: global number of lane 0, for RNG streams shared across processes.
-        render_mode: None or ``"rgb_array"``; ``render_lane`` picks the lane shown.
+        render_mode: None or ``"rgb_array"``; ``render_lane`` picks the lane shown, or a sequence of
+            lanes (``range(k)``) tiled into one grid frame.
         progress: show a progress bar while the runtime compiles.
         **task_options: make-time options of the task.
     """
@@ -70,7 +72,7 @@ class MotrixVectorEnv(VectorEnv):
                  copy: bool = True, autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
                  obs_groups: tuple[str, ...] | str = ("policy",), compile: bool = True,
                  device: str | torch.device = "cpu", nthread: int | None = None, torch_threads: int = 1,
-                 lane_offset: int = 0, render_mode: str | None = None, render_lane: int = 0,
+                 lane_offset: int = 0, render_mode: str | None = None, render_lane: int | Sequence[int] = 0,
                  progress: bool = True, **task_options: Any) -> None:
         self._closed = True  # until fully built, so close()/__del__ on a failed init are safe
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
@@ -86,8 +88,10 @@ class MotrixVectorEnv(VectorEnv):
                              f"got {autoreset_mode!r}") from None
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        if not 0 <= render_lane < num_envs:
-            raise ValueError(f"render_lane must be in [0, {num_envs}), got {render_lane}")
+        lanes = (render_lane,) if isinstance(render_lane, int) else tuple(render_lane)
+        if not lanes or not all(isinstance(i, int) and 0 <= i < num_envs for i in lanes):
+            raise ValueError(f"render_lane must be a lane in [0, {num_envs}) or a sequence of them, "
+                             f"got {render_lane!r}")
         if not isinstance(torch_threads, int) or isinstance(torch_threads, bool) or torch_threads < 1:
             raise ValueError(f"torch_threads must be an int >= 1, got {torch_threads!r}")
         if not isinstance(lane_offset, int) or lane_offset < 0:
@@ -123,7 +127,7 @@ class MotrixVectorEnv(VectorEnv):
         self.output, self.copy, self.obs_groups = output, copy, groups
         self.autoreset_mode = mode
         self.metadata = {**self.metadata, "autoreset_mode": mode}
-        self.render_mode, self.render_lane = render_mode, render_lane
+        self.render_mode, self.render_lanes = render_mode, lanes
         clip = program.action.clip
         na = len(program.action.joints.names)
         self.single_action_space = gymnasium.spaces.Box(-clip, clip, (na,), np.float32)
@@ -254,10 +258,11 @@ class MotrixVectorEnv(VectorEnv):
         self._check_open()
         if self.render_mode is None:
             return None
-        from motrix_gym.sim.render import LaneRenderer
+        from motrix_gym.sim.render import LaneRenderer, tile
         if self._renderer is None:
             self._renderer = LaneRenderer(build_model(self.task.scene, self.task.sim_dt, visual=True))
-        return self._renderer.render(self.sim.qpos[self.render_lane].numpy())
+        frames = [self._renderer.render(self.sim.qpos[i].numpy()) for i in self.render_lanes]
+        return frames[0] if len(frames) == 1 else tile(frames)
 
     def close(self, **kwargs: Any) -> None:
         if self._closed:

@@ -38,3 +38,16 @@ class LaneRenderer:
 
     def close(self) -> None:
         self._finalizer()
+
+
+def tile(frames: list[np.ndarray]) -> np.ndarray:
+    """Frames of equal size in a near-square grid (row-major, black padding)."""
+    n = len(frames)
+    cols = int(np.ceil(np.sqrt(n)))
+    rows = -(-n // cols)
+    h, w, c = frames[0].shape
+    grid = np.zeros((rows * h, cols * w, c), dtype=frames[0].dtype)
+    for k, f in enumerate(frames):
+        r, q = divmod(k, cols)
+        grid[r * h:(r + 1) * h, q * w:(q + 1) * w] = f
+    return grid

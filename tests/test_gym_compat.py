@@ -1,0 +1,73 @@
+"""Gymnasium's own wrappers, checker and benchmark on our envs, in the modes they support."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from gymnasium.utils.performance import benchmark_vector_step
+from gymnasium.vector import AutoresetMode
+from gymnasium.wrappers import vector as vw
+
+from conftest import ENV_ID, random_actions
+from motrix_gym.registry import REGISTERED, env_id
+
+
+def vec(mode=AutoresetMode.SAME_STEP, n=4):
+    return gym.make_vec(ENV_ID, num_envs=n, compile=False, autoreset_mode=mode)
+
+
+def run(env, steps=60):
+    env.reset(seed=0)
+    out = None
+    for a in random_actions(steps, env.num_envs, 29, std=1.5):
+        out = env.step(a)
+    return out
+
+
+@pytest.mark.parametrize("wrap, mode", [
+    (vw.RecordEpisodeStatistics, AutoresetMode.SAME_STEP),
+    (vw.RecordEpisodeStatistics, AutoresetMode.NEXT_STEP),
+    (vw.ClipAction, AutoresetMode.SAME_STEP),
+    (lambda e: vw.RescaleAction(e, np.float32(-1), np.float32(1)), AutoresetMode.SAME_STEP),
+    (vw.NormalizeReward, AutoresetMode.SAME_STEP),
+    (vw.NormalizeObservation, AutoresetMode.NEXT_STEP),
+    (lambda e: vw.TransformObservation(e, lambda o: o * 2.0), AutoresetMode.NEXT_STEP),
+    (vw.DictInfoToList, AutoresetMode.SAME_STEP),
+    (vw.DictInfoToList, AutoresetMode.NEXT_STEP),
+])
+def test_vector_wrappers(wrap, mode):
+    env = wrap(vec(mode))
+    obs, rew, term, trunc, info = run(env)
+    assert np.isfinite(obs).all() and np.isfinite(rew).all()
+    env.close()
+
+
+def test_record_episode_statistics_reports_our_returns():
+    env = vw.RecordEpisodeStatistics(vec())
+    env.reset(seed=0)
+    seen = 0
+    for a in random_actions(80, 4, 29, std=1.5):
+        _, _, term, trunc, info = env.step(a)
+        if "episode" in info:
+            done = info["_episode"]
+            np.testing.assert_allclose(info["episode"]["r"][done], info["final_info"]["episode"]["r"][done],
+                                       rtol=1e-5)
+            np.testing.assert_array_equal(info["episode"]["l"][done], info["final_info"]["episode"]["l"][done])
+            seen += done.sum()
+    assert seen > 0
+    env.close()
+
+
+@pytest.mark.parametrize("task", REGISTERED)
+def test_check_env_on_every_task(task):
+    env = gym.make(env_id(task))
+    check_env(env.unwrapped, skip_render_check=True)
+    env.close()
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+def test_benchmark_vector_step(mode):
+    env = vec(mode, n=8)
+    sps = benchmark_vector_step(env, target_duration=1, seed=0)
+    assert sps > 0
+    env.close()
