@@ -19,6 +19,10 @@ class TaskEntry:
 
 
 TASKS: dict[str, TaskEntry] = {
+    "G1WbtDance": TaskEntry("motrix_gym.envs.wbt.g1:dance", "Unitree G1 29-DoF", "motion tracking, dance clip"),
+    "G1WbtKick": TaskEntry("motrix_gym.envs.wbt.g1:kick", "Unitree G1 29-DoF", "motion tracking, kick clip"),
+    "G1WbtMix": TaskEntry("motrix_gym.envs.wbt.g1:mix", "Unitree G1 29-DoF",
+                          "motion tracking, dance + kick + squat + wave"),
     "G1WalkFlat": TaskEntry("motrix_gym.envs.walk.g1:walk_flat", "Unitree G1 29-DoF", "velocity tracking, flat"),
 }
 

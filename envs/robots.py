@@ -23,10 +23,10 @@ def reflected_inertia(rotor: tuple[float, float, float], gears: tuple[float, flo
     return rotor[0] * (gears[1] * gears[2]) ** 2 + rotor[1] * gears[2] ** 2 + rotor[2]
 
 
-def servo(joints: tuple[str, ...], armature: float, effort: float) -> ActuatorGroup:
+def servo(joints: tuple[str, ...], armature: float, effort: float, velocity: float) -> ActuatorGroup:
     return ActuatorGroup(joints=joints, stiffness=armature * NATURAL_FREQ**2,
                          damping=2.0 * DAMPING_RATIO * armature * NATURAL_FREQ,
-                         effort_limit=effort, armature=armature)
+                         effort_limit=effort, armature=armature, velocity_limit=velocity)
 
 
 # Unitree motor data (rotor inertias in kg m^2 per stage, stage gear ratios, peak torque N m).
@@ -41,12 +41,12 @@ G1 = RobotConfig(
     root_body="pelvis",
     base_height=0.785,
     actuators=(
-        servo((".*_elbow_joint", ".*_shoulder_.*_joint", ".*_wrist_roll_joint"), M5020, 25.0),
-        servo((".*_hip_pitch_joint", ".*_hip_yaw_joint", "waist_yaw_joint"), M7520_14, 88.0),
-        servo((".*_hip_roll_joint", ".*_knee_joint"), M7520_22, 139.0),
-        servo((".*_wrist_pitch_joint", ".*_wrist_yaw_joint"), M4010, 5.0),
+        servo((".*_elbow_joint", ".*_shoulder_.*_joint", ".*_wrist_roll_joint"), M5020, 25.0, 37.0),
+        servo((".*_hip_pitch_joint", ".*_hip_yaw_joint", "waist_yaw_joint"), M7520_14, 88.0, 32.0),
+        servo((".*_hip_roll_joint", ".*_knee_joint"), M7520_22, 139.0, 20.0),
+        servo((".*_wrist_pitch_joint", ".*_wrist_yaw_joint"), M4010, 5.0, 22.0),
         # Waist pitch/roll and ankles are driven by two 5020 motors through linkages.
-        servo(("waist_pitch_joint", "waist_roll_joint", ".*_ankle_.*_joint"), 2 * M5020, 50.0),
+        servo(("waist_pitch_joint", "waist_roll_joint", ".*_ankle_.*_joint"), 2 * M5020, 50.0, 37.0),
     ),
     default_joint_pos={
         ".*_hip_pitch_joint": -0.1,
@@ -65,3 +65,16 @@ G1_FEET = ("left_ankle_roll_link", "right_ankle_roll_link")
 def action_scale(robot: RobotConfig, factor: float = 0.25) -> dict[str, float]:
     """Per-joint action scale ``factor * effort / stiffness`` (radians per unit action)."""
     return {p: factor * g.effort_limit / g.stiffness for g in robot.actuators for p in g.joints}
+
+
+def velocity_limits(robot: RobotConfig, joint_names: tuple[str, ...] | list[str]) -> dict[str, float]:
+    """Actuator velocity limit of each named joint (first matching group)."""
+    import re
+
+    out = {}
+    for name in joint_names:
+        group = next((g for g in robot.actuators if any(re.fullmatch(p, name) for p in g.joints)), None)
+        if group is None:
+            raise ValueError(f"robot {robot.name!r}: joint {name!r} has no actuator")
+        out[name] = group.velocity_limit
+    return out

@@ -116,7 +116,7 @@ class MotrixVectorEnv(VectorEnv):
         model = build_model(cfg.scene, cfg.sim_dt)
         program = resolve(cfg, model_info(model))
         self.task = cfg
-        self.sim = MujocoBatchSim(model, num_envs, nthread)
+        self.sim = MujocoBatchSim(model, num_envs, nthread, reads=program.reads)
         self.runtime = rt = TorchManagerRuntime(program, self.sim, compile=compile, lane_offset=lane_offset)
         self.torch_threads = torch_threads
         if compile:
@@ -336,6 +336,9 @@ class MotrixVectorEnv(VectorEnv):
             self.log[f"Episode_Reward/{k}"] = float(sums[d, i].sum()) / count / self.task.episode_length_s
         for i, k in enumerate(rt.termination_names):
             self.log[f"Episode_Termination/{k}"] = float(flags[:, i].sum())
+        for c in rt.ctx.commands.values():
+            if hasattr(c, "log"):
+                self.log.update(c.log())
 
     def _final_obs_info(self, done: Tensor) -> tuple[Any, Any]:
         n = self.num_envs

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from motrix_gym.manager.terms import (
     CommandTerm,
+    EventTerm,
     JointPositionAction,
     ObservationTerm,
     ResetTerm,
@@ -24,6 +25,7 @@ class ActuatorGroup:
     damping: float
     effort_limit: float
     armature: float
+    velocity_limit: float = float("inf")  # rad/s, the motor's no-load speed (checks, not enforced)
 
 
 @dataclass(frozen=True)
@@ -69,10 +71,12 @@ class TaskConfig:
     terminations: tuple[TerminationTerm, ...]
     resets: tuple[ResetTerm, ...] = ()
     commands: tuple[CommandTerm, ...] = ()
+    events: tuple[EventTerm, ...] = ()
     sim_dt: float = 0.005
     decimation: int = 4
     episode_length_s: float = 20.0
     max_speed: float = 1000.0  # a lane with any |qvel| above this (m/s, rad/s) has diverged
+    extra_reads: tuple[str, ...] = ()  # MjData fields read besides qpos, qvel, xpos, xquat, sensordata
     extras: dict[str, object] = field(default_factory=dict)
 
     @property

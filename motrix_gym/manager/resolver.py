@@ -13,7 +13,7 @@ import difflib
 import inspect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -93,10 +93,15 @@ class ResolvedProgram:
     rewards: tuple[ResolvedTerm, ...]
     terminations: tuple[ResolvedTerm, ...]
     resets: tuple[ResolvedTerm, ...]
+    events: tuple[ResolvedTerm, ...]
     observations: dict[str, tuple[ResolvedTerm, ...]]
     default_qpos: Tensor  # (nq,) float32
     hinge: JointIndex  # all hinge/slide joints
-    reads: tuple[str, ...] = field(default=("qpos", "qvel", "xpos", "xquat", "sensordata"))
+    reads: tuple[str, ...]  # MjData fields copied into the context after every physics call
+
+
+BASE_READS = ("qpos", "qvel", "xpos", "xquat", "sensordata")
+EXTRA_READS = ("cvel", "subtree_com")  # fields a task may add (computed by mjSTAGE_VEL)
 
 
 def _match(kind: str, patterns: tuple[str, ...], names: tuple[str, ...], where: str) -> list[int]:
@@ -212,6 +217,14 @@ def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
             if t.clip is not None and not (len(t.clip) == 2 and t.clip[0] < t.clip[1]):
                 raise TaskConfigError(f"observation term {t.name!r}: clip must be (lo, hi) with lo < hi")
 
+    bad_reads = [r for r in task.extra_reads if r not in EXTRA_READS]
+    if bad_reads:
+        raise TaskConfigError(f"task {task.name!r}: cannot read {bad_reads}; extra reads are {EXTRA_READS}")
+    for e in task.events:
+        lo, hi = e.interval_s
+        if not 0 < lo <= hi:
+            raise TaskConfigError(f"event term {e.name!r}: interval_s must be (lo, hi) with 0 < lo <= hi")
+
     act = task.actions
     joints = resolve_joints(act.joints, model, "action 'joint_pos'")
     actuator_of = {j: a for a, j in enumerate(model.actuator_joints)}
@@ -258,8 +271,10 @@ def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
         rewards=_resolve_terms("reward", task.rewards, model, 1),
         terminations=_resolve_terms("termination", task.terminations, model, 1),
         resets=_resolve_terms("reset", task.resets, model, 2),
+        events=_resolve_terms("event", task.events, model, 2),
         observations={g: _resolve_terms(f"observation[{g}]", ts, model, 1)
                       for g, ts in task.observations.items()},
         default_qpos=default_qpos,
         hinge=hinge,
+        reads=BASE_READS + tuple(r for r in task.extra_reads if r not in BASE_READS),
     )

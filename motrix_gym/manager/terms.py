@@ -92,6 +92,18 @@ class ResetTerm:
 
 
 @dataclass(frozen=True)
+class EventTerm:
+    """Fires ``func(env, mask, **params)`` for each lane every ``interval_s`` seconds (drawn
+    uniformly per lane from the range after each firing and at reset), e.g. pushes. It writes the
+    state of the lanes in ``mask``; the runtime then writes those lanes into the simulation."""
+
+    name: str
+    func: Callable[..., Any]
+    interval_s: tuple[float, float]
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class CommandTerm:
     """A stateful per-lane process (a velocity target, a gait clock, a motion reference).
 

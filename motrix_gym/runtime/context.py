@@ -29,9 +29,11 @@ class Context:
         qpos, qvel: (L, nq), (L, nv) generalized coordinates and velocities.
         xpos, xquat: (L, nbody, 3), (L, nbody, 4) body frames in the world.
         sensordata: (L, nsensordata).
+        cvel, subtree_com: (L, nbody, 6), (L, nbody, 3) when the task reads them.
         action, last_action: (L, na) policy actions this step and the step before.
         episode_step: (L,) int64 env steps since the lane's reset.
         default_qpos: (nq,) the robot's default configuration.
+        body_names, joint_names: the model's bodies (world first) and hinge joints, in order.
         commands: command objects by name.
         rng: the lane RNG.
         step_dt: seconds per env step.
@@ -60,3 +62,13 @@ class Context:
         self.commands: dict[str, Any] = {}
         # Lanes whose physics diverged this step (set by the runtime before evaluate).
         self.diverged = torch.zeros(L, dtype=torch.bool, device=device)
+        # Lanes whose qpos/qvel a term rewrote mid-episode (events, teleports): the runtime
+        # writes them into the simulation after the graph and clears the mask.
+        self.dirty = torch.zeros(L, dtype=torch.bool, device=device)
+        # This step's episode ends (the runtime's buffers), for commands that learn from failures.
+        self.terminated = torch.zeros(L, dtype=torch.bool, device=device)
+        self.truncated = torch.zeros(L, dtype=torch.bool, device=device)
+
+    def add_read(self, name: str, shape: tuple[int, ...]) -> None:
+        """A float32 buffer for one more simulation field (e.g. ``cvel``)."""
+        setattr(self, name, torch.zeros(self.num_lanes, *shape, device=self.device))

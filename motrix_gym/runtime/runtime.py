@@ -71,6 +71,11 @@ class TorchManagerRuntime:
                 limits[q] = torch.from_numpy(m.jnt_range[j].copy())
             noise_mask[q] = 1.0
         ctx.qpos_limits, ctx.joint_noise_mask = limits, noise_mask
+        ctx.body_names = program.model.body_names
+        ctx.joint_names = program.hinge.names
+        for name in program.reads:
+            if not hasattr(ctx, name):
+                ctx.add_read(name, tuple(sim.views[name].shape[1:]))
         self.lane_ids = torch.arange(L, dtype=torch.int64) + lane_offset
         self.real = torch.arange(L) < n  # padding lanes are never reset or reported
 
@@ -84,8 +89,10 @@ class TorchManagerRuntime:
         self.reward_terms = torch.zeros(L, len(program.rewards))
         self.reward = torch.zeros(L)
         self.termination_terms = torch.zeros(L, len(program.terminations), dtype=torch.bool)
-        self.terminated = torch.zeros(L, dtype=torch.bool)
-        self.truncated = torch.zeros(L, dtype=torch.bool)
+        self.terminated, self.truncated = ctx.terminated, ctx.truncated
+        self.event_steps = [(float(e.cfg.interval_s[0]) / task.step_dt, float(e.cfg.interval_s[1]) / task.step_dt)
+                            for e in program.events]
+        self.event_timers = torch.zeros(L, len(program.events))
         self.episode_sums = torch.zeros(L, len(program.rewards))
         self.episode_return = torch.zeros(L)
 
@@ -172,6 +179,17 @@ class TorchManagerRuntime:
         self.truncated.copy_((flags & self.time_out_flags).any(-1) & ~terminated)
         for c in ctx.commands.values():
             c.advance(ctx)
+        self._events()
+
+    def _events(self) -> None:
+        """Count down each lane's event timers; fire the events that reach zero, redraw those."""
+        ctx = self.ctx
+        self.event_timers.sub_(1.0)
+        for k, (e, (lo, hi)) in enumerate(zip(self.program.events, self.event_steps)):
+            fire = (self.event_timers[:, k] <= 0) & ~ctx.diverged
+            _call(e, ctx, fire)
+            ctx.dirty.logical_or_(fire)
+            self.event_timers[:, k].copy_(torch.where(fire, ctx.rng.range(lo, hi, (), fire), self.event_timers[:, k]))
 
     def _reset(self, mask: Tensor) -> None:
         ctx = self.ctx
@@ -185,6 +203,9 @@ class TorchManagerRuntime:
         ctx.last_action.masked_fill_(m, 0.0)
         self.episode_sums.masked_fill_(m, 0.0)
         self.episode_return.masked_fill_(mask, 0.0)
+        for k, (lo, hi) in enumerate(self.event_steps):
+            self.event_timers[:, k].copy_(torch.where(mask, ctx.rng.range(lo, hi, (), mask), self.event_timers[:, k]))
+        ctx.dirty.masked_fill_(mask, False)  # the reset writes these lanes anyway
 
     def _observer(self, group: str) -> Callable[[Tensor, Tensor], None]:
         terms = self.program.observations[group]
@@ -236,13 +257,12 @@ class TorchManagerRuntime:
         if failed is not None and len(failed):  # MuJoCo raised or found bad values
             bad[torch.from_numpy(failed)] = True
         ctx.diverged[:n].copy_(bad)
-        for name in ("qpos", "qvel", "xpos", "xquat", "sensordata"):
+        for name in self.program.reads:
             getattr(ctx, name)[:n].copy_(sim.views[name])
         if bool(bad.any()):
             # Diverged lanes are terminated this step; keep their numbers finite meanwhile.
-            for name in ("qpos", "qvel", "xpos", "xquat", "sensordata"):
-                buf = getattr(ctx, name)
-                torch.nan_to_num_(buf, nan=0.0, posinf=0.0, neginf=0.0)
+            for name in self.program.reads:
+                torch.nan_to_num_(getattr(ctx, name), nan=0.0, posinf=0.0, neginf=0.0)
 
     def step(self, actions: Tensor, ids: np.ndarray | None = None) -> None:
         """Apply actions, run the physics for lanes ``ids`` (all when None), evaluate."""
@@ -250,6 +270,17 @@ class TorchManagerRuntime:
         failed = self.sim.step(self.program.task.decimation, ids)
         self.read_sim(failed)
         self.evaluate()
+        self.write_dirty()
+
+    def write_dirty(self) -> None:
+        """Write lanes whose state a term rewrote mid-episode into the simulation."""
+        ctx, n = self.ctx, self.num_envs
+        if not bool(ctx.dirty[:n].any()):
+            return
+        ids = torch.nonzero(ctx.dirty[:n]).flatten().numpy().astype(np.int32)
+        self.sim.reset(ids, ctx.qpos[ids], ctx.qvel[ids], full=False)
+        ctx.dirty.fill_(False)
+        self.read_sim(None)
 
     def reset(self, mask: Tensor) -> None:
         """Reset the lanes in ``mask`` (bool, (num_lanes,)): runtime state, then the sim."""

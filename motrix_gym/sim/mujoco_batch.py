@@ -33,11 +33,13 @@ def default_nthread() -> int:
 class MujocoBatchSim:
     """``num_envs`` simulations of ``model`` stepped together.
 
-    Attributes ``qpos``, ``qvel``, ``ctrl``, ``xpos``, ``xquat`` and ``sensordata`` are float64
-    torch tensors of shape ``(num_envs, ...)`` sharing memory with the batch.
+    ``views`` maps each field in ``reads`` (and ``ctrl``) to a float64 torch tensor of shape
+    ``(num_envs, ...)`` sharing memory with the batch; ``qpos``, ``qvel`` and ``ctrl`` are also
+    attributes.
     """
 
-    def __init__(self, model: mujoco.MjModel, num_envs: int, nthread: int | None = None) -> None:
+    def __init__(self, model: mujoco.MjModel, num_envs: int, nthread: int | None = None,
+                 reads: tuple[str, ...] = READ_FIELDS) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.model = model
@@ -50,7 +52,7 @@ class MujocoBatchSim:
         with warnings.catch_warnings():
             # Derived fields are read-only numpy arrays; the tensors over them are only read.
             warnings.simplefilter("ignore", UserWarning)
-            for name in (*READ_FIELDS, "ctrl"):
+            for name in (*reads, "ctrl"):
                 self.views[name] = torch.from_numpy(self.batch.bind(name))
         self.qpos, self.qvel, self.ctrl = self.views["qpos"], self.views["qvel"], self.views["ctrl"]
         self.batch.reset(None)  # every lane at the model's defaults, derived fields current
@@ -76,12 +78,17 @@ class MujocoBatchSim:
         self._unstable_count = count
         return np.union1d(failed, warned) if len(warned) else failed
 
-    def reset(self, ids: np.ndarray, qpos: Tensor, qvel: Tensor) -> None:
-        """Reset lanes ``ids`` (sorted, unique) to ``qpos``/``qvel`` rows and forward them."""
+    def reset(self, ids: np.ndarray, qpos: Tensor, qvel: Tensor, full: bool = True) -> None:
+        """Reset lanes ``ids`` (sorted, unique) to ``qpos``/``qvel`` rows and forward them.
+
+        ``full`` also clears everything else of the lanes (time, warm start, controls); without
+        it only positions and velocities are written (a push, a teleport mid-episode).
+        """
         if len(ids) == 0:
             return
         idx = torch.from_numpy(ids)
-        self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
+        if full:
+            self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
         self.qpos[idx] = qpos.to(torch.float64)
         self.qvel[idx] = qvel.to(torch.float64)
         self.batch.forward(ids, stage=mujoco.mjtStage.mjSTAGE_VEL)

@@ -1,4 +1,4 @@
-"""Off-screen rendering of one lane with ``mujoco.Renderer`` and a camera tracking the root."""
+"""Off-screen rendering of one lane with ``mujoco.Renderer`` and a camera following the root."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ class LaneRenderer:
                 "or MUJOCO_GL=egl on a GPU machine.") from e
         # Close before interpreter teardown: the GL context cannot be freed once modules are gone.
         self._finalizer = weakref.finalize(self, self.renderer.close)
-        self.camera = mujoco.MjvCamera()
-        self.camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
-        self.camera.trackbodyid = 1  # the root body
+        model.vis.headlight.ambient[:] = 0.35
+        model.vis.headlight.diffuse[:] = 0.6
+        self.camera = mujoco.MjvCamera()  # a free camera whose target follows the root each frame
         self.camera.distance, self.camera.azimuth, self.camera.elevation = distance, azimuth, elevation
         self.model = model
         self.data = mujoco.MjData(model)
@@ -33,6 +33,7 @@ class LaneRenderer:
         """(height, width, 3) uint8 RGB frame of the configuration ``qpos``."""
         self.data.qpos[:] = qpos
         mujoco.mj_kinematics(self.model, self.data)
+        self.camera.lookat[:] = self.data.xpos[1]
         self.renderer.update_scene(self.data, camera=self.camera)
         return self.renderer.render()
 

@@ -1,0 +1,1 @@
+"""Whole-body motion tracking tasks."""

@@ -1,0 +1,354 @@
+"""Whole-body motion tracking terms: the motion command with its start-frame sampler, and the
+observations, rewards, terminations, resets and events that read it.
+
+The command holds a :class:`~motrix_gym.motion.loader.MotionCorpus` (all bodies of the robot in
+model order, joints in hinge order) and, per lane, the current reference frame. Each step it
+advances one frame and refreshes the reference of the anchor and the tracked bodies, also
+re-anchored to the robot: translated to the robot's anchor (keeping the reference height) and
+turned by the yaw between the two anchors, so body terms measure posture, not drift.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from motrix_gym.manager.resolver import SensorSlice
+from motrix_gym.math import normalize, quat_apply, quat_apply_inverse, quat_conjugate, quat_mul, yaw_quat
+from motrix_gym.motion.loader import load_corpus
+from motrix_gym.runtime.context import Context
+
+SAMPLING = ("adaptive", "uniform", "start", "sequential")
+
+
+def quat_angle(a: Tensor, b: Tensor) -> Tensor:
+    """Angle (rad) of the rotation between unit quaternions ``a`` and ``b``."""
+    q = quat_mul(quat_conjugate(a), b)
+    return 2.0 * torch.atan2(q[..., 1:].norm(dim=-1), q[..., 0].abs())
+
+
+def rot6d(q: Tensor) -> Tensor:
+    """First two columns of the rotation matrix of ``q`` (a continuous 6D orientation)."""
+    x = quat_apply(q, torch.tensor([1.0, 0.0, 0.0], device=q.device).expand_as(q[..., 1:]))
+    y = quat_apply(q, torch.tensor([0.0, 1.0, 0.0], device=q.device).expand_as(q[..., 1:]))
+    return torch.cat((x, y), dim=-1)
+
+
+class MotionCommand:
+    """The reference motion of each lane.
+
+    Args:
+        clips: motion files (or folders of them), resampled to the control rate on load.
+        anchor: the body whose pose anchors the reference (``torso_link`` for G1).
+        bodies: the tracked bodies.
+        sampling: start frames: ``"adaptive"`` (bins of ``bin_s`` seconds weighted by recent
+            failures, mixed with a uniform ``floor``, smoothed towards earlier bins by
+            ``smoothing`` ** k over ``kernel`` bins), ``"uniform"``, ``"start"`` (the first frame
+            of a uniformly drawn clip) or ``"sequential"`` (clip after clip; at a clip's end the
+            next one starts with a teleport that does not end the episode).
+        alpha: weight of one reset's failures in the moving average of failures per bin.
+    """
+
+    def __init__(self, env: Context, clips: tuple, anchor: Tensor, bodies: Tensor,
+                 sampling: str = "adaptive", bin_s: float = 1.0, floor: float = 0.1, alpha: float = 0.001,
+                 smoothing: float = 0.8, kernel: int = 3) -> None:
+        if sampling not in SAMPLING:
+            raise ValueError(f"motion command: sampling must be one of {SAMPLING}, got {sampling!r}")
+        corpus = load_corpus(list(clips), env.joint_names, env.body_names[1:], fps=1.0 / env.step_dt)
+        if abs(corpus.fps * env.step_dt - 1.0) > 1e-6:
+            raise ValueError(f"motion command: corpus at {corpus.fps} fps, the task steps at {1 / env.step_dt:g} Hz")
+        self.sampling, self.floor, self.alpha = sampling, floor, alpha
+        self.c = corpus
+        self.anchor = int(anchor[0]) - 1  # corpus bodies are the model's bodies without the world
+        self.anchor_body = int(anchor[0])
+        self.bodies = bodies - 1
+        self.body_ids = bodies
+        L, B = env.num_lanes, len(bodies)
+        dev = env.device
+        ends = corpus.clip_start + corpus.clip_length - 1
+        self.clip_last = ends
+        self.frame = torch.zeros(L, dtype=torch.long, device=dev)
+        self.clip = torch.zeros(L, dtype=torch.long, device=dev)
+        # bins of start frames (the last frame of a clip cannot start an episode)
+        per_bin = max(1, round(bin_s * corpus.fps))
+        starts, lens, clip_of_bin = [], [], []
+        for c, (s, n) in enumerate(zip(corpus.clip_start.tolist(), corpus.clip_length.tolist())):
+            for b0 in range(0, n - 1, per_bin):
+                starts.append(s + b0)
+                lens.append(min(per_bin, n - 1 - b0))
+                clip_of_bin.append(c)
+        self.bin_start = torch.tensor(starts, dtype=torch.long, device=dev)
+        self.bin_len = torch.tensor(lens, dtype=torch.long, device=dev)
+        self.bin_clip = torch.tensor(clip_of_bin, dtype=torch.long, device=dev)
+        nb = len(starts)
+        self.bin_of_frame = torch.zeros(corpus.num_frames, dtype=torch.long, device=dev)
+        for b, (s, n) in enumerate(zip(starts, lens)):
+            self.bin_of_frame[s:s + n + 1] = b
+        # failure at bin j raises the chance to start k bins earlier, by smoothing ** k
+        i, j = torch.meshgrid(torch.arange(nb), torch.arange(nb), indexing="ij")
+        near = (j - i >= 0) & (j - i <= kernel) & (self.bin_clip[i] == self.bin_clip[j])
+        self.smooth = torch.where(near, smoothing ** (j - i).float(), 0.0).to(dev)
+        self.failures = torch.zeros(nb, device=dev)
+        self.probs = torch.full((nb,), 1.0 / nb, device=dev)
+        J = corpus.joint_pos.shape[1]
+        self.joint_pos = torch.zeros(L, J, device=dev)
+        self.joint_vel = torch.zeros(L, J, device=dev)
+        self.body_pos_w = torch.zeros(L, B, 3, device=dev)
+        self.body_quat_w = torch.zeros(L, B, 4, device=dev)
+        self.body_lin_vel_w = torch.zeros(L, B, 3, device=dev)
+        self.body_ang_vel_w = torch.zeros(L, B, 3, device=dev)
+        self.anchor_pos_w = torch.zeros(L, 3, device=dev)
+        self.anchor_quat_w = torch.zeros(L, 4, device=dev)
+        self.body_pos_rel_w = torch.zeros(L, B, 3, device=dev)  # re-anchored to the robot
+        self.body_quat_rel_w = torch.zeros(L, B, 4, device=dev)
+
+    # ---------------------------------------------------------------- reference at the frames
+    def root_state(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Reference root position, orientation, linear and angular velocity (world), per lane."""
+        f = self.frame
+        return (self.c.body_pos_w[f, 0], self.c.body_quat_w[f, 0], self.c.body_lin_vel_w[f, 0],
+                self.c.body_ang_vel_w[f, 0])
+
+    def refresh(self, env: Context) -> None:
+        f = self.frame
+        self.joint_pos.copy_(self.c.joint_pos[f])
+        self.joint_vel.copy_(self.c.joint_vel[f])
+        fb = f.unsqueeze(-1), self.bodies.unsqueeze(0)
+        self.body_pos_w.copy_(self.c.body_pos_w[fb])
+        self.body_quat_w.copy_(self.c.body_quat_w[fb])
+        self.body_lin_vel_w.copy_(self.c.body_lin_vel_w[fb])
+        self.body_ang_vel_w.copy_(self.c.body_ang_vel_w[fb])
+        self.anchor_pos_w.copy_(self.c.body_pos_w[f, self.anchor])
+        self.anchor_quat_w.copy_(self.c.body_quat_w[f, self.anchor])
+        robot_pos, robot_quat = env.xpos[:, self.anchor_body], env.xquat[:, self.anchor_body]
+        delta_pos = torch.cat((robot_pos[:, :2], self.anchor_pos_w[:, 2:]), dim=-1)
+        delta_quat = yaw_quat(quat_mul(robot_quat, quat_conjugate(self.anchor_quat_w))).unsqueeze(1)
+        B = self.bodies.shape[0]
+        self.body_quat_rel_w.copy_(quat_mul(delta_quat.expand(-1, B, -1), self.body_quat_w))
+        self.body_pos_rel_w.copy_(delta_pos.unsqueeze(1) + quat_apply(
+            delta_quat.expand(-1, B, -1), self.body_pos_w - self.anchor_pos_w.unsqueeze(1)))
+
+    # ---------------------------------------------------------------- sampling
+    def _update_probs(self, env: Context, mask: Tensor) -> None:
+        failed = (mask & env.terminated & ~env.diverged).float()
+        counts = torch.zeros_like(self.failures).scatter_add_(0, self.bin_of_frame[self.frame], failed)
+        self.failures.mul_(1.0 - self.alpha).add_(self.alpha * counts)
+        total = self.failures.sum()
+        fail_p = self.smooth @ (self.failures / total.clamp_min(1e-12))
+        fail_p = fail_p / fail_p.sum().clamp_min(1e-12)
+        uniform = torch.full_like(fail_p, 1.0 / fail_p.shape[0])
+        self.probs.copy_(torch.where(total > 0, (1.0 - self.floor) * fail_p + self.floor * uniform, uniform))
+
+    def sample(self, env: Context, mask: Tensor) -> Tensor:
+        """Start frames for the lanes in ``mask`` (others: their current frame)."""
+        u = env.rng.uniform((2,), mask)
+        if self.sampling in ("adaptive", "uniform"):
+            probs = self.probs if self.sampling == "adaptive" else self.bin_len.float() / self.bin_len.sum()
+            cdf = torch.cumsum(probs, 0)
+            b = torch.searchsorted(cdf, (u[:, 0] * cdf[-1]).contiguous()).clamp(max=cdf.shape[0] - 1)
+            frame = self.bin_start[b] + (u[:, 1] * self.bin_len[b]).long()
+        elif self.sampling == "start":
+            n = self.c.clip_start.shape[0]
+            frame = self.c.clip_start[(u[:, 0] * n).long().clamp(max=n - 1)]
+        else:
+            frame = torch.zeros_like(self.frame)
+        return torch.where(mask, frame, self.frame)
+
+    # ---------------------------------------------------------------- hooks
+    def reset(self, env: Context, mask: Tensor) -> None:
+        if self.sampling == "adaptive":
+            self._update_probs(env, mask)
+        self.frame.copy_(self.sample(env, mask))
+        self.clip.copy_(self.c.clip_of_frame[self.frame])
+        self.refresh(env)
+
+    def update(self, env: Context) -> None:
+        last = self.clip_last[self.clip]
+        nxt = self.frame + 1
+        if self.sampling == "sequential":
+            wrap = nxt > last
+            first_of_next = self.c.clip_start[(self.clip + 1) % self.c.clip_start.shape[0]]
+            self.frame.copy_(torch.where(wrap, first_of_next, nxt))
+            self.clip.copy_(self.c.clip_of_frame[self.frame])
+            reset_to_motion(env, wrap, "motion")  # teleport onto the next clip's first frame
+            env.dirty.logical_or_(wrap)
+        else:
+            self.frame.copy_(torch.minimum(nxt, last))
+        self.refresh(env)
+
+    def advance(self, env: Context) -> None:
+        pass
+
+    def at_clip_end(self) -> Tensor:
+        return self.frame >= self.clip_last[self.clip]
+
+    def log(self) -> dict[str, float]:
+        p = self.probs
+        n = p.shape[0]
+        entropy = float(-(p * p.clamp_min(1e-12).log()).sum()) / math.log(n) if n > 1 else 1.0
+        return {"Motion/sampling_entropy": entropy, "Motion/top_bin_prob": float(p.max()),
+                "Motion/top_bin": float(p.argmax())}
+
+
+def _cmd(env: Context, command: str) -> MotionCommand:
+    return env.commands[command]
+
+
+# -------------------------------------------------------------------- observations
+def motion_command(env: Context, command: str) -> Tensor:
+    """Reference joint positions and velocities."""
+    c = _cmd(env, command)
+    return torch.cat((c.joint_pos, c.joint_vel), dim=-1)
+
+
+def motion_anchor_ori_b(env: Context, command: str) -> Tensor:
+    """Reference anchor orientation in the robot's anchor frame (6D)."""
+    c = _cmd(env, command)
+    return rot6d(quat_mul(quat_conjugate(env.xquat[:, c.anchor_body]), c.anchor_quat_w))
+
+
+def motion_anchor_pos_b(env: Context, command: str) -> Tensor:
+    c = _cmd(env, command)
+    return quat_apply_inverse(env.xquat[:, c.anchor_body], c.anchor_pos_w - env.xpos[:, c.anchor_body])
+
+
+def robot_body_pos_b(env: Context, command: str) -> Tensor:
+    """Tracked robot bodies' positions in the robot's anchor frame, flattened."""
+    c = _cmd(env, command)
+    B = c.body_ids.shape[0]
+    q = env.xquat[:, c.anchor_body].unsqueeze(1).expand(-1, B, -1)
+    rel = env.xpos[:, c.body_ids] - env.xpos[:, c.anchor_body].unsqueeze(1)
+    return quat_apply_inverse(q, rel).flatten(1)
+
+
+def robot_body_ori_b(env: Context, command: str) -> Tensor:
+    c = _cmd(env, command)
+    B = c.body_ids.shape[0]
+    q = env.xquat[:, c.anchor_body].unsqueeze(1).expand(-1, B, -1)
+    return rot6d(quat_mul(quat_conjugate(q), env.xquat[:, c.body_ids])).flatten(1)
+
+
+# -------------------------------------------------------------------- rewards
+def body_velocities(env: Context, ids: Tensor) -> tuple[Tensor, Tensor]:
+    """World linear velocity at each body's origin and angular velocity, from ``cvel``
+    (spatial velocity about the subtree centre of mass of the floating root)."""
+    w = env.cvel[:, ids, 0:3]
+    v = env.cvel[:, ids, 3:6] + torch.linalg.cross(w, env.xpos[:, ids] - env.subtree_com[:, 1:2], dim=-1)
+    return v, w
+
+
+def anchor_pos_exp(env: Context, command: str, std: float) -> Tensor:
+    c = _cmd(env, command)
+    return torch.exp(-(c.anchor_pos_w - env.xpos[:, c.anchor_body]).square().sum(-1) / std**2)
+
+
+def anchor_ori_exp(env: Context, command: str, std: float) -> Tensor:
+    c = _cmd(env, command)
+    return torch.exp(-quat_angle(c.anchor_quat_w, env.xquat[:, c.anchor_body]).square() / std**2)
+
+
+def body_pos_exp(env: Context, command: str, std: float) -> Tensor:
+    c = _cmd(env, command)
+    err = (c.body_pos_rel_w - env.xpos[:, c.body_ids]).square().sum(-1).mean(-1)
+    return torch.exp(-err / std**2)
+
+
+def body_ori_exp(env: Context, command: str, std: float) -> Tensor:
+    c = _cmd(env, command)
+    err = quat_angle(c.body_quat_rel_w, env.xquat[:, c.body_ids]).square().mean(-1)
+    return torch.exp(-err / std**2)
+
+
+def body_lin_vel_exp(env: Context, command: str, std: float) -> Tensor:
+    c = _cmd(env, command)
+    v, _ = body_velocities(env, c.body_ids)
+    return torch.exp(-(c.body_lin_vel_w - v).square().sum(-1).mean(-1) / std**2)
+
+
+def body_ang_vel_exp(env: Context, command: str, std: float) -> Tensor:
+    c = _cmd(env, command)
+    _, w = body_velocities(env, c.body_ids)
+    return torch.exp(-(c.body_ang_vel_w - w).square().sum(-1).mean(-1) / std**2)
+
+
+def joint_limits(env: Context, soft: float = 0.9) -> Tensor:
+    """How far joints are beyond ``soft`` x their range (rad, summed)."""
+    lo, hi = env.qpos_limits[:, 0], env.qpos_limits[:, 1]
+    mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo) * soft
+    finite = torch.isfinite(half)
+    mid, half = torch.where(finite, mid, 0.0), torch.where(finite, half, 1.0)
+    excess = ((env.qpos - mid).abs() - half).clamp_min(0.0) * finite
+    return excess.sum(-1)
+
+
+def undesired_contacts(env: Context, sensors: tuple[SensorSlice, ...]) -> Tensor:
+    """Number of listed bodies touching the ground."""
+    return torch.stack([(env.sensordata[:, s.adr] > 0).float() for s in sensors], -1).sum(-1)
+
+
+# -------------------------------------------------------------------- terminations
+def anchor_height_error(env: Context, command: str, threshold: float) -> Tensor:
+    c = _cmd(env, command)
+    return (c.anchor_pos_w[:, 2] - env.xpos[:, c.anchor_body, 2]).abs() > threshold
+
+
+def anchor_tilt_error(env: Context, command: str, threshold: float) -> Tensor:
+    """The anchor's gravity direction (z component) differs from the reference's by more than
+    ``threshold``."""
+    c = _cmd(env, command)
+    g = torch.tensor([0.0, 0.0, -1.0], device=env.device).expand(env.num_lanes, 3)
+    ref = quat_apply_inverse(c.anchor_quat_w, g)[:, 2]
+    robot = quat_apply_inverse(env.xquat[:, c.anchor_body], g)[:, 2]
+    return (ref - robot).abs() > threshold
+
+
+def body_height_error(env: Context, command: str, bodies: Tensor, threshold: float) -> Tensor:
+    """Any of ``bodies`` (among the tracked ones) off its reference height by more than ``threshold``."""
+    c = _cmd(env, command)
+    idx = torch.stack([torch.nonzero(c.body_ids == b).flatten()[0] for b in bodies.tolist()])
+    err = (c.body_pos_rel_w[:, idx, 2] - env.xpos[:, bodies, 2]).abs()
+    return (err > threshold).any(-1)
+
+
+def motion_end(env: Context, command: str) -> Tensor:
+    """The reference reached the last frame of its clip."""
+    return _cmd(env, command).at_clip_end()
+
+
+# -------------------------------------------------------------------- reset and events
+def reset_to_motion(env: Context, mask: Tensor, command: str = "motion", pos_noise: float = 0.0,
+                    rot_noise: float = 0.0, lin_vel_noise: float = 0.0, ang_vel_noise: float = 0.0,
+                    joint_noise: float = 0.0) -> None:
+    """The robot at its reference frame, with uniform noise: root position (x, y; a quarter of it
+    in z), root roll/pitch/yaw, root velocities, joints (clamped to their limits)."""
+    c = _cmd(env, command)
+    pos, quat, lin, ang = c.root_state()
+    nq = env.qpos.shape[1]
+    u = env.rng.uniform((15,), mask) * 2.0 - 1.0
+    pos = pos + pos_noise * u[:, 0:3] * torch.tensor([1.0, 1.0, 0.25], device=env.device)
+    half = 0.5 * rot_noise * u[:, 3:6]
+    for axis in range(3):
+        e = torch.zeros(3, device=env.device)
+        e[axis] = 1.0
+        dq = torch.cat((torch.cos(half[:, axis:axis + 1]), torch.sin(half[:, axis:axis + 1]) * e), dim=-1)
+        quat = quat_mul(dq, quat)
+    quat = normalize(quat)
+    lin = lin + lin_vel_noise * u[:, 6:9]
+    ang_b = quat_apply_inverse(quat, ang) + ang_vel_noise * u[:, 9:12]
+    joints = c.joint_pos + joint_noise * env.rng.uniform((c.joint_pos.shape[1],), mask) * 2.0 - joint_noise
+    qpos = torch.cat((pos, quat, joints), dim=-1)[:, :nq]
+    qpos = torch.maximum(torch.minimum(qpos, env.qpos_limits[:, 1]), env.qpos_limits[:, 0])
+    qvel = torch.cat((lin, ang_b, c.joint_vel), dim=-1)
+    m = mask.unsqueeze(-1)
+    env.qpos.copy_(torch.where(m, qpos, env.qpos))
+    env.qvel.copy_(torch.where(m, qvel, env.qvel))
+
+
+def push_by_velocity(env: Context, mask: Tensor, lin: tuple[float, float, float] = (0.5, 0.5, 0.2),
+                     ang: tuple[float, float, float] = (0.5, 0.5, 0.8)) -> None:
+    """Add uniform random root velocity (world linear, body angular) to the lanes in ``mask``."""
+    u = env.rng.uniform((6,), mask) * 2.0 - 1.0
+    scale = torch.tensor([*lin, *ang], device=env.device)
+    env.qvel[:, :6].copy_(torch.where(mask.unsqueeze(-1), env.qvel[:, :6] + u * scale, env.qvel[:, :6]))
