@@ -18,12 +18,16 @@ class TaskEntry:
     family: str
 
 
+G1, T1 = "Unitree G1 29-DoF", "Booster T1 29-DoF"
+WBT, WALK = "motrix_gym.envs.wbt.tracking", "motrix_gym.envs.walk.g1"
+
 TASKS: dict[str, TaskEntry] = {
-    "G1WbtDance": TaskEntry("motrix_gym.envs.wbt.g1:dance", "Unitree G1 29-DoF", "motion tracking, dance clip"),
-    "G1WbtKick": TaskEntry("motrix_gym.envs.wbt.g1:kick", "Unitree G1 29-DoF", "motion tracking, kick clip"),
-    "G1WbtMix": TaskEntry("motrix_gym.envs.wbt.g1:mix", "Unitree G1 29-DoF",
-                          "motion tracking, dance + kick + squat + wave"),
-    "G1WalkFlat": TaskEntry("motrix_gym.envs.walk.g1:walk_flat", "Unitree G1 29-DoF", "velocity tracking, flat"),
+    "G1WbtDance": TaskEntry(f"{WBT}:g1_dance", G1, "motion tracking, dance clip"),
+    "G1WbtKick": TaskEntry(f"{WBT}:g1_kick", G1, "motion tracking, kick clip"),
+    "G1WbtMix": TaskEntry(f"{WBT}:g1_mix", G1, "motion tracking, dance + kick + squat + wave"),
+    "T1WbtDance": TaskEntry(f"{WBT}:t1_dance", T1, "motion tracking, dance clip"),
+    "T1WbtKick": TaskEntry(f"{WBT}:t1_kick", T1, "motion tracking, kick clip"),
+    "G1WalkFlat": TaskEntry(f"{WALK}:walk_flat", G1, "velocity tracking, flat"),
 }
 
 

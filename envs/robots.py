@@ -78,3 +78,33 @@ def velocity_limits(robot: RobotConfig, joint_names: tuple[str, ...] | list[str]
             raise ValueError(f"robot {robot.name!r}: joint {name!r} has no actuator")
         out[name] = group.velocity_limit
     return out
+
+
+# Booster T1: every joint's armature is 0.03 kg m^2; effort (N m) and speed (rad/s) limits per joint.
+T1_ARMATURE = 0.03
+T1 = RobotConfig(
+    name="t1",
+    xml=ASSETS / "booster_t1" / "t1_29dof.xml",
+    root_body="Trunk",
+    base_height=0.68,
+    actuators=(
+        servo(("AAHead_yaw", "Head_pitch"), T1_ARMATURE, 7.0, 12.56),
+        servo((".*_Shoulder_.*", ".*_Elbow_.*", ".*_Wrist_.*", ".*_Hand_Roll"), T1_ARMATURE, 18.0, 18.84),
+        servo(("Waist",), T1_ARMATURE, 30.0, 10.88),
+        servo((".*_Hip_Pitch",), T1_ARMATURE, 45.0, 12.5),
+        servo((".*_Hip_Roll", ".*_Hip_Yaw"), T1_ARMATURE, 30.0, 10.9),
+        servo((".*_Knee_Pitch",), T1_ARMATURE, 60.0, 11.7),
+        servo((".*_Ankle_Pitch",), T1_ARMATURE, 12.0, 18.8),
+        servo((".*_Ankle_Roll",), T1_ARMATURE, 12.0, 12.4),
+    ),
+    default_joint_pos={
+        ".*_Shoulder_Pitch": 0.2,
+        "Left_Shoulder_Roll": -1.35,
+        "Right_Shoulder_Roll": 1.35,
+        "Left_Elbow_Yaw": -0.5,
+        "Right_Elbow_Yaw": 0.5,
+        ".*_Hip_Pitch": -0.2,
+        ".*_Knee_Pitch": 0.4,
+        ".*_Ankle_Pitch": -0.25,
+    },
+)

@@ -7,7 +7,7 @@ import gymnasium
 NAMESPACE = "Motrix"
 
 # Task name -> registered version. A task is listed here only once it works end to end.
-REGISTERED = ("G1WbtDance", "G1WbtKick", "G1WbtMix", "G1WalkFlat")
+REGISTERED = ("G1WbtDance", "G1WbtKick", "G1WbtMix", "T1WbtDance", "T1WbtKick", "G1WalkFlat")
 
 
 def env_id(task: str) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,8 +33,9 @@ class Source:
     wheel: str
     wheel_sha256: str
     prefix: str  # folder inside the wheel
-    licence: str  # licence file inside the wheel
+    licence: str | None  # licence file inside the wheel; None: the wheel's METADATA declares it
     licence_name: str
+    include: str = ".*"  # regex (full match) of the paths under prefix to take
 
 
 SOURCES = (
@@ -47,11 +49,39 @@ SOURCES = (
         licence="mjlab-1.6.0.dist-info/licenses/LICENSE",
         licence_name="Apache-2.0",
     ),
+    Source(
+        folder="booster_t1",
+        package="holosoma",
+        version="0.0.3",
+        wheel="holosoma-0.0.3-py3-none-any.whl",
+        wheel_sha256="1c007c27dbf130c04533af6052649d88da32eaa9b54e69c6d39009e979a2312f",
+        prefix="holosoma/data/robots/t1/",
+        licence=None,
+        licence_name="Apache-2.0",
+        include=r"t1_29dof\.xml|meshes/.*",
+    ),
 )
 
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+APACHE_2 = "https://www.apache.org/licenses/LICENSE-2.0"
+
+
+def licence_text(src: Source, zf: zipfile.ZipFile) -> str:
+    """The wheel's licence file, or, for a wheel that only declares its licence in METADATA,
+    that declaration with where the licence's text lives."""
+    if src.licence is not None:
+        return zf.read(src.licence).decode()
+    meta = zf.read(f"{src.package}-{src.version}.dist-info/METADATA").decode()
+    declared = [line for line in meta.splitlines() if line.startswith(("License:", "License-Expression:"))]
+    if not declared or src.licence_name not in declared[0]:
+        raise SystemExit(f"{src.wheel}: METADATA does not declare {src.licence_name}: {declared}")
+    return (f"The files in this folder come from the wheel {src.wheel} (package {src.package} {src.version}),\n"
+            f"whose METADATA declares: {declared[0]}\nThe wheel ships no licence file. "
+            f"The Apache License, Version 2.0 applies: {APACHE_2}\n")
 
 
 def download(src: Source, into: Path) -> Path:
@@ -71,7 +101,8 @@ def vendor(src: Source, wheel: Path) -> None:
     dest = ASSETS / src.folder
     rows = []
     with zipfile.ZipFile(wheel) as zf:
-        names = sorted(n for n in zf.namelist() if n.startswith(src.prefix) and not n.endswith("/"))
+        names = sorted(n for n in zf.namelist() if n.startswith(src.prefix) and not n.endswith("/")
+                       and re.fullmatch(src.include, n[len(src.prefix):]))
         if not names:
             raise SystemExit(f"{src.wheel}: nothing under {src.prefix}")
         for name in names:
@@ -80,13 +111,14 @@ def vendor(src: Source, wheel: Path) -> None:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(data)
             rows.append((out.relative_to(dest).as_posix(), name, sha256(data)))
-        (dest / "LICENSE").write_bytes(zf.read(src.licence))
+        (dest / "LICENSE").write_text(licence_text(src, zf))
     lines = [
         f"# {src.folder}",
         "",
         f"Extracted by `scripts/vendor_assets.py` from the wheel `{src.wheel}` "
         f"(package `{src.package}` {src.version}, sha256 `{src.wheel_sha256}`), "
-        f"licence {src.licence_name} (`LICENSE`, from `{src.licence}`). Files are unmodified.",
+        f"licence {src.licence_name} (`LICENSE`, "
+        + (f"from `{src.licence}`" if src.licence else "declared in the wheel's METADATA") + "). Files are unmodified.",
         "",
         "| file | path inside the wheel | sha256 |",
         "|---|---|---|",

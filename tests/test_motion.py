@@ -3,18 +3,18 @@
 import numpy as np
 import pytest
 
-from motrix_gym.envs.robots import G1, velocity_limits
+from motrix_gym.envs.robots import G1, T1, velocity_limits
 from motrix_gym.envs.wbt.choreography import CLIPS
-from motrix_gym.envs.wbt.g1 import MOTIONS
+from motrix_gym.envs.wbt.tracking import MOTIONS
 from motrix_gym.motion import MotionClip, MotionFormatError
 from motrix_gym.motion.checks import margins
 from motrix_gym.motion.convert import from_beyondmimic, from_csv, to_beyondmimic, to_csv
 from motrix_gym.motion.loader import load_corpus, resample
 from motrix_gym.motion.synth import bundled_clip, bundled_synthesizer
 
-SYNTH = bundled_synthesizer("g1")
-MODEL = SYNTH.m
-SOLVED = {c: bundled_clip("g1", c, SYNTH) for c in CLIPS}
+SYNTH = {r: bundled_synthesizer(r) for r in ("g1", "t1")}
+MODEL = SYNTH["g1"].m
+SOLVED = {(r, c): bundled_clip(r, c, SYNTH[r]) for r in SYNTH for c in CLIPS}
 
 
 def clip() -> MotionClip:
@@ -22,34 +22,38 @@ def clip() -> MotionClip:
 
 
 def test_bundled_clips_are_regenerated_identically():
-    for name, solved in SOLVED.items():
-        bundled = MotionClip.load(MOTIONS / f"g1_{name}.npz")
+    assert {p.stem for p in MOTIONS.glob("*.npz")} == {f"{r}_{c}" for r, c in SOLVED}
+    for (robot, name), solved in SOLVED.items():
+        bundled = MotionClip.load(MOTIONS / f"{robot}_{name}.npz")
         fresh = solved.clip
         assert bundled.joint_names == fresh.joint_names and bundled.body_names == fresh.body_names
         for key in ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w"):
             np.testing.assert_allclose(getattr(bundled, key), getattr(fresh, key), atol=1e-4, err_msg=key)
 
 
-@pytest.mark.parametrize("name", sorted(CLIPS))
-def test_clip_plausibility(name):
-    solved = SOLVED[name]
-    m = margins(MODEL, solved.clip, solved.planted, solved.feet, velocity_limits(G1, solved.clip.joint_names))
+@pytest.mark.parametrize("key", sorted(SOLVED))
+def test_clip_plausibility(key):
+    solved, robot = SOLVED[key], {"g1": G1, "t1": T1}[key[0]]
+    m = margins(SYNTH[key[0]].m, solved.clip, solved.planted, solved.feet,
+                velocity_limits(robot, solved.clip.joint_names))
     assert m["limit_excess"] <= 1e-6, m
     assert m["speed_ratio"] < 1.0, m
     assert m["sink"] < 0.005, m
     assert m["slide"] < 0.01, m
     assert m["com_margin"] >= 0.01, m
     assert m["penetration"] < 0.01, m
-    print(name, {k: round(v, 4) for k, v in m.items()})
+    print(key, {k: round(v, 4) for k, v in m.items()})
 
 
 def test_dance_length():
-    assert 20.0 <= SOLVED["dance"].clip.duration <= 40.0
+    for robot in SYNTH:
+        assert 20.0 <= SOLVED[robot, "dance"].clip.duration <= 40.0
 
 
 def test_kick_has_single_support():
-    planted = SOLVED["kick"].planted
-    assert (~planted[:, 1]).any() and planted[:, 0].all()
+    for robot in SYNTH:
+        planted = SOLVED[robot, "kick"].planted
+        assert (~planted[:, 1]).any() and planted[:, 0].all()
 
 
 # ------------------------------------------------------------------------ loader
@@ -92,13 +96,17 @@ def test_fps_mismatch_is_an_error_or_resampled(tmp_path):
 
 def test_folder_and_list_make_one_corpus(tmp_path):
     c = clip()
-    corpus = load_corpus(MOTIONS, c.joint_names, c.body_names, fps=c.fps)
+    for p in MOTIONS.glob("g1_*.npz"):
+        (tmp_path / p.name).write_bytes(p.read_bytes())
+    corpus = load_corpus(tmp_path, c.joint_names, c.body_names, fps=c.fps)
     assert len(corpus.names) == 4 and corpus.clip_start[0] == 0
     assert int(corpus.clip_length.sum()) == corpus.num_frames
     two = load_corpus([MOTIONS / "g1_kick.npz", MOTIONS / "g1_wave.npz"], c.joint_names, c.body_names, fps=c.fps)
     assert two.names == ("g1_kick", "g1_wave") and int(two.clip_start[1]) == c.num_frames
     with pytest.raises(MotionFormatError, match="does not exist"):
         load_corpus(tmp_path / "nope.npz", c.joint_names, c.body_names, fps=c.fps)
+    with pytest.raises(MotionFormatError, match="t1_kick.*no joint"):  # a T1 clip for the G1
+        load_corpus(MOTIONS / "t1_kick.npz", c.joint_names, c.body_names, fps=c.fps)
 
 
 # ------------------------------------------------------------------------ converters
@@ -108,14 +116,14 @@ def assert_clips_close(a: MotionClip, b: MotionClip, atol: float) -> None:
 
 
 def test_beyondmimic_round_trip(tmp_path):
-    c = SOLVED["kick"].clip
+    c = SOLVED["g1", "kick"].clip
     to_beyondmimic(c, tmp_path / "bm.npz", MODEL)
     back = from_beyondmimic(tmp_path / "bm.npz", MODEL)
     assert_clips_close(c, back, 1e-5)
 
 
 def test_csv_round_trip(tmp_path):
-    c = SOLVED["kick"].clip
+    c = SOLVED["g1", "kick"].clip
     to_csv(c, tmp_path / "kick.csv", MODEL, root="pelvis")
     back = from_csv(tmp_path / "kick.csv", MODEL, fps=c.fps)
     assert_clips_close(c, back, 1e-5)

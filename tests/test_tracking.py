@@ -7,11 +7,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from motrix_gym.envs.wbt.g1 import MOTIONS, tracking
+from motrix_gym.envs.wbt.tracking import G1_TRACKING, MOTIONS, T1_TRACKING, tracking
 from motrix_gym.mdp import motion as mo
 from motrix_gym.vector_env import MotrixVectorEnv
 
-TRACKING_IDS = ("G1WbtDance", "G1WbtKick", "G1WbtMix")
+TRACKING_IDS = ("G1WbtDance", "G1WbtKick", "G1WbtMix", "T1WbtDance", "T1WbtKick")
 TRACKING_TERMS = ("anchor_pos", "anchor_ori", "body_pos", "body_ori", "body_lin_vel", "body_ang_vel")
 
 
@@ -27,11 +27,12 @@ def test_runs_300_random_steps(task):
     env.close()
 
 
-@pytest.mark.parametrize("clip", sorted(p.name for p in MOTIONS.glob("g1_*.npz")))
+@pytest.mark.parametrize("clip", sorted(p.name for p in MOTIONS.glob("*.npz")))
 def test_kinematic_replay(clip):
     """Write each reference frame into the simulation instead of stepping physics: this checks
     that the reward and termination terms measure in the right frames."""
-    env = MotrixVectorEnv(tracking("replay", (clip,), mode="play"), 1, compile=False)
+    robot = {"g1": G1_TRACKING, "t1": T1_TRACKING}[clip.split("_")[0]]
+    env = MotrixVectorEnv(tracking("replay", robot, (clip,), mode="play"), 1, compile=False)
     env.reset(seed=0)
     rt, ctx = env.runtime, env.runtime.ctx
     cmd = ctx.commands["motion"]

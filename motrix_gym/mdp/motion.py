@@ -307,9 +307,9 @@ def anchor_tilt_error(env: Context, command: str, threshold: float) -> Tensor:
 def body_height_error(env: Context, command: str, bodies: Tensor, threshold: float) -> Tensor:
     """Any of ``bodies`` (among the tracked ones) off its reference height by more than ``threshold``."""
     c = _cmd(env, command)
-    idx = torch.stack([torch.nonzero(c.body_ids == b).flatten()[0] for b in bodies.tolist()])
-    err = (c.body_pos_rel_w[:, idx, 2] - env.xpos[:, bodies, 2]).abs()
-    return (err > threshold).any(-1)
+    pick = (bodies.unsqueeze(1) == c.body_ids.unsqueeze(0)).float()  # (E, B): which tracked body each is
+    ref_z = c.body_pos_rel_w[..., 2] @ pick.T
+    return ((ref_z - env.xpos[:, bodies, 2]).abs() > threshold).any(-1)
 
 
 def motion_end(env: Context, command: str) -> Tensor:

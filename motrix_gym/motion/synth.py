@@ -224,7 +224,7 @@ def hold(keys: list[Key], dt: float, **changes: object) -> list[Key]:
     return keys + [replace(keys[-1], t=keys[-1].t + dt, **changes)]  # type: ignore[arg-type]
 
 
-ROBOTS = ("g1",)
+ROBOTS = ("g1", "t1")
 MOTIONS_DIR = Path(__file__).resolve().parents[2] / "envs" / "assets" / "motions"
 
 
@@ -237,8 +237,8 @@ def bundled_synthesizer(robot: str) -> Synthesizer:
 
     if robot not in ROBOTS:
         raise ValueError(f"unknown robot {robot!r}; clips are synthesized for {ROBOTS}")
-    config = {"g1": robots.G1}[robot]
-    biped = {"g1": choreography.G1_BIPED}[robot]
+    config = {"g1": robots.G1, "t1": robots.T1}[robot]
+    biped = {"g1": choreography.G1_BIPED, "t1": choreography.T1_BIPED}[robot]
     return Synthesizer(build_model(SceneConfig(config), 0.005), biped, config.default_joint_pos)
 
 

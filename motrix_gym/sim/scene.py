@@ -29,6 +29,9 @@ def build_spec(scene: SceneConfig, sim_dt: float, visual: bool = False) -> mujoc
     spec.option.iterations = 10
     spec.option.ls_iterations = 20
     spec.memory = scene.memory_mb << 20
+    # Actuators and keyframes are the task's business: drop any the vendored model brings.
+    for element in [*spec.actuators, *spec.keys]:
+        spec.delete(element)
     root = spec.body(robot.root_body)
     if root is None:
         raise TaskConfigError(f"robot {robot.name!r}: root body {robot.root_body!r} not in the model")

@@ -1,11 +1,16 @@
-"""G1 whole-body motion tracking (BeyondMimic-style): follow a reference clip with every body."""
+"""Whole-body motion tracking (BeyondMimic-style): follow a reference clip with every body.
+
+``tracking`` builds the task for any robot described by a :class:`TrackingRobot`; the module
+ends with the five registered tasks (G1 dance, kick, mix; T1 dance, kick).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from motrix_gym.envs.robots import G1, action_scale
-from motrix_gym.manager.config import ContactSensor, SceneConfig, TaskConfig
+from motrix_gym.envs.robots import G1, T1, action_scale
+from motrix_gym.manager.config import ContactSensor, RobotConfig, SceneConfig, TaskConfig
 from motrix_gym.manager.terms import (
     Bodies,
     CommandTerm,
@@ -25,18 +30,42 @@ from motrix_gym.mdp import terminations as term
 
 MOTIONS = Path(__file__).resolve().parents[1] / "assets" / "motions"
 ALL = Joints(".*")
-TRACKED = Bodies("pelvis", "left_hip_roll_link", "right_hip_roll_link", "left_knee_link", "right_knee_link",
-                 "left_ankle_roll_link", "right_ankle_roll_link", "torso_link", "left_shoulder_roll_link",
-                 "right_shoulder_roll_link", "left_elbow_link", "right_elbow_link", "left_wrist_yaw_link",
-                 "right_wrist_yaw_link")
-END_EFFECTORS = Bodies("left_ankle_roll_link", "right_ankle_roll_link", "left_wrist_yaw_link", "right_wrist_yaw_link")
-UNDESIRED = ("pelvis", "torso_link", "left_knee_link", "right_knee_link", "left_hip_roll_link",
-             "right_hip_roll_link", "left_elbow_link", "right_elbow_link")
 MODES = ("train", "play")
 
 
-def tracking(name: str, clips: tuple[str, ...], sampling: str | None = None, mode: str = "train") -> TaskConfig:
-    """Tracking of ``clips`` (file names under envs/assets/motions, or paths).
+@dataclass(frozen=True)
+class TrackingRobot:
+    robot: RobotConfig
+    anchor: str
+    tracked: tuple[str, ...]  # 14 bodies: pelvis/trunk, hips, knees, ankles, torso, shoulders, elbows, wrists
+    end_effectors: tuple[str, ...]  # ankles and wrists: their height error ends an episode
+    undesired: tuple[str, ...]  # bodies that should not touch the ground
+
+
+G1_TRACKING = TrackingRobot(
+    robot=G1,
+    anchor="torso_link",
+    tracked=("pelvis", "left_hip_roll_link", "right_hip_roll_link", "left_knee_link", "right_knee_link",
+             "left_ankle_roll_link", "right_ankle_roll_link", "torso_link", "left_shoulder_roll_link",
+             "right_shoulder_roll_link", "left_elbow_link", "right_elbow_link", "left_wrist_yaw_link",
+             "right_wrist_yaw_link"),
+    end_effectors=("left_ankle_roll_link", "right_ankle_roll_link", "left_wrist_yaw_link", "right_wrist_yaw_link"),
+    undesired=("pelvis", "torso_link", "left_knee_link", "right_knee_link", "left_hip_roll_link",
+               "right_hip_roll_link", "left_elbow_link", "right_elbow_link"),
+)
+T1_TRACKING = TrackingRobot(
+    robot=T1,
+    anchor="Trunk",
+    tracked=("Trunk", "Waist", "Hip_Roll_Left", "Hip_Roll_Right", "Shank_Left", "Shank_Right", "left_foot_link",
+             "right_foot_link", "AL2", "AR2", "AL4", "AR4", "left_hand_link", "right_hand_link"),
+    end_effectors=("left_foot_link", "right_foot_link", "left_hand_link", "right_hand_link"),
+    undesired=("Trunk", "Waist", "Hip_Roll_Left", "Hip_Roll_Right", "Shank_Left", "Shank_Right", "AL3", "AR3"),
+)
+
+
+def tracking(name: str, spec: TrackingRobot, clips: tuple[str, ...], sampling: str | None = None,
+             mode: str = "train") -> TaskConfig:
+    """Tracking of ``clips`` (file names under envs/assets/motions, or paths) by ``spec.robot``.
 
     ``mode="play"`` disables time-outs, observation and reset noise, pushes and adaptive sampling,
     and plays the clips one after the other (``sampling="sequential"``).
@@ -73,22 +102,24 @@ def tracking(name: str, clips: tuple[str, ...], sampling: str | None = None, mod
         Obs("joint_vel", obs.joint_vel, params={"joints": ALL}),
         Obs("actions", obs.last_action),
     )
+    undesired = tuple(Sensor(f"{b}_contact") for b in spec.undesired)
     terminations = (
         Term("motion_end", mo.motion_end, params=cmd, time_out=True),
         Term("anchor_height", mo.anchor_height_error, params={**cmd, "threshold": 0.25}),
         Term("anchor_tilt", mo.anchor_tilt_error, params={**cmd, "threshold": 0.8}),
         Term("end_effector_height", mo.body_height_error,
-             params={**cmd, "bodies": END_EFFECTORS, "threshold": 0.25}),
+             params={**cmd, "bodies": Bodies(*spec.end_effectors), "threshold": 0.25}),
         Term("physics_diverged", term.physics_diverged),
     )
     if not play:
         terminations = (Term("time_out", term.time_out, time_out=True), *terminations)
     return TaskConfig(
         name=name,
-        scene=SceneConfig(robot=G1, contact_sensors=tuple(ContactSensor(f"{b}_contact", b) for b in UNDESIRED)),
-        actions=JointPositionAction(joints=ALL, scale=action_scale(G1)),
+        scene=SceneConfig(robot=spec.robot,
+                          contact_sensors=tuple(ContactSensor(f"{b}_contact", b) for b in spec.undesired)),
+        actions=JointPositionAction(joints=ALL, scale=action_scale(spec.robot)),
         commands=(CommandTerm("motion", mo.MotionCommand, params={
-            "clips": paths, "anchor": Bodies("torso_link"), "bodies": TRACKED, "sampling": sampling}),),
+            "clips": paths, "anchor": Bodies(spec.anchor), "bodies": Bodies(*spec.tracked), "sampling": sampling}),),
         observations={"policy": policy, "critic": critic},
         rewards=(
             Rew("anchor_pos", mo.anchor_pos_exp, weight=0.5, params={**cmd, "std": 0.3}),
@@ -99,8 +130,7 @@ def tracking(name: str, clips: tuple[str, ...], sampling: str | None = None, mod
             Rew("body_ang_vel", mo.body_ang_vel_exp, weight=1.0, params={**cmd, "std": 3.14}),
             Rew("action_rate", rew.action_rate, weight=-0.1),
             Rew("joint_limit", mo.joint_limits, weight=-10.0),
-            Rew("undesired_contacts", mo.undesired_contacts, weight=-0.1,
-                params={"sensors": tuple(Sensor(f"{b}_contact") for b in UNDESIRED)}),
+            Rew("undesired_contacts", mo.undesired_contacts, weight=-0.1, params={"sensors": undesired}),
         ),
         terminations=terminations,
         resets=(ResetTerm("motion_start", mo.reset_to_motion, params={
@@ -115,13 +145,22 @@ def tracking(name: str, clips: tuple[str, ...], sampling: str | None = None, mod
     )
 
 
-def dance(**options: str) -> TaskConfig:
-    return tracking("G1WbtDance", ("g1_dance.npz",), **options)
+def g1_dance(**options: str) -> TaskConfig:
+    return tracking("G1WbtDance", G1_TRACKING, ("g1_dance.npz",), **options)
 
 
-def kick(**options: str) -> TaskConfig:
-    return tracking("G1WbtKick", ("g1_kick.npz",), **options)
+def g1_kick(**options: str) -> TaskConfig:
+    return tracking("G1WbtKick", G1_TRACKING, ("g1_kick.npz",), **options)
 
 
-def mix(**options: str) -> TaskConfig:
-    return tracking("G1WbtMix", ("g1_dance.npz", "g1_kick.npz", "g1_squat.npz", "g1_wave.npz"), **options)
+def g1_mix(**options: str) -> TaskConfig:
+    clips = ("g1_dance.npz", "g1_kick.npz", "g1_squat.npz", "g1_wave.npz")
+    return tracking("G1WbtMix", G1_TRACKING, clips, **options)
+
+
+def t1_dance(**options: str) -> TaskConfig:
+    return tracking("T1WbtDance", T1_TRACKING, ("t1_dance.npz",), **options)
+
+
+def t1_kick(**options: str) -> TaskConfig:
+    return tracking("T1WbtKick", T1_TRACKING, ("t1_kick.npz",), **options)
