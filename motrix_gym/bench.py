@@ -41,6 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--nthread", type=int, default=None)
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--current-kinematics", action=argparse.BooleanOptionalAction, default=True,
+                   help="bring body frames and sensors to the new state after stepping (default)")
     p.add_argument("--json", default=None, help="also write the results to this file")
     p.add_argument("--startup", action="store_true",
                    help="also time make -> first compiled step in fresh processes, cold and warm cache")
@@ -56,7 +58,7 @@ def _median_time(fn: Any, n: int) -> float:
 
 
 def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bool,
-               nthread: int | None) -> dict[str, Any]:
+               nthread: int | None, current_kinematics: bool = True) -> dict[str, Any]:
     import gymnasium as gym
     import mujoco
     import torch
@@ -66,7 +68,8 @@ def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bo
 
     rss0 = rss_mb()
     t0 = time.perf_counter()
-    env = gym.make_vec(env_id, num_envs=num_envs, compile=compile, nthread=nthread, progress=False)
+    env = gym.make_vec(env_id, num_envs=num_envs, compile=compile, nthread=nthread, progress=False,
+                       current_kinematics=current_kinematics)
     env.reset(seed=0)
     u = env.unwrapped
     rt, sim = u.runtime, u.sim
@@ -135,6 +138,7 @@ def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bo
         "num_envs": num_envs,
         "nthread": sim.nthread,
         "compile": compile,
+        "current_kinematics": current_kinematics,
         "env_steps_per_s": num_envs / env_s,
         "raw_steps_per_s": num_envs / raw_s,
         "overhead_ratio": statistics.median(ratios),
@@ -205,7 +209,8 @@ def main(args: argparse.Namespace) -> None:
     rows = []
     for i in ids:
         for n in args.num_envs:
-            rows.append(bench_task(i, n, args.steps, args.repeats, args.compile, args.nthread))
+            rows.append(bench_task(i, n, args.steps, args.repeats, args.compile, args.nthread,
+                                   args.current_kinematics))
     print_table(rows)
     if args.startup:
         for r in rows:

@@ -78,3 +78,45 @@ def test_no_graph_breaks_or_recompiles(compiled):
             ended += int((term | trunc).sum())
         compiled.reset(options={"reset_mask": np.ones(16, bool)})
     assert ended > 0  # resets ran through the compiled graphs
+
+
+def run_compiled(task: str, steps: int, **kwargs) -> None:
+    """Make with compile=True (fullgraph: a graph break raises), then step with resets under
+    the fail-on-recompile stance."""
+    from motrix_gym.vector_env import MotrixVectorEnv
+
+    env = MotrixVectorEnv(task, 16, compile=True, obs_groups=("policy", "critic"), progress=False, **kwargs)
+    env.reset(seed=0)
+    acts = random_actions(steps, 16, env.single_action_space.shape[0], std=2.0, seed=3)
+    ended = 0
+    with torch.compiler.set_stance("fail_on_recompile"):
+        for a in acts:
+            _, _, term, trunc, _ = env.step(a)
+            ended += int((term | trunc).sum())
+    env.close()
+    assert ended > 0
+
+
+def test_tracking_compiles_without_breaks_or_recompiles():
+    run_compiled("G1WbtMix", 60)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["G1WbtDance", "G1WbtKick", "T1WbtDance", "T1WbtKick"])
+def test_every_task_compiles(task):
+    run_compiled(task, 60)
+
+
+@pytest.mark.slow
+def test_play_mode_compiles():
+    from motrix_gym.vector_env import MotrixVectorEnv
+
+    env = MotrixVectorEnv("G1WbtMix", 4, compile=True, mode="play", progress=False)
+    env.reset(seed=0)
+    cmd = env.runtime.ctx.commands["motion"]
+    with torch.compiler.set_stance("fail_on_recompile"):
+        cmd.frame[:4] = cmd.clip_last[0] - 2  # cross a clip boundary: the sequential teleport path
+        for _ in range(5):
+            env.step(np.zeros((4, 29), np.float32))
+    assert (cmd.clip[:4] == 1).all()
+    env.close()

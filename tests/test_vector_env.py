@@ -142,3 +142,19 @@ def test_single_env_checker():
     env = gym.make(ENV_ID)
     check_env(env.unwrapped, skip_render_check=True)
     env.close()
+
+
+def test_current_kinematics_option():
+    """By default body frames describe the new state; without it, the start of the last substep."""
+    import mujoco
+
+    for current in (True, False):
+        env = make(2, current_kinematics=current)
+        env.reset(seed=0)
+        env.step(np.zeros((2, 29), np.float32))
+        data = mujoco.MjData(env.sim.model)
+        data.qpos[:] = env.sim.qpos[0].numpy()
+        mujoco.mj_kinematics(env.sim.model, data)
+        gap = np.abs(data.xpos - env.sim.views["xpos"][0].numpy()).max()
+        assert (gap < 1e-9) if current else (gap > 1e-6), gap
+        env.close()

@@ -248,9 +248,16 @@ class TorchManagerRuntime:
         else:
             self.sim.ctrl[:, self._act_ids] = target.to(torch.float64)
 
-    def read_sim(self, failed: np.ndarray | None) -> None:
-        """Copy the sim's state into the float32 context; flag lanes that diverged."""
+    def read_sim(self, failed: np.ndarray | None, ids: np.ndarray | None = None) -> None:
+        """Copy the sim's state into the float32 context (lanes ``ids``, or all); flag lanes that
+        diverged."""
         ctx, sim, n = self.ctx, self.sim, self.num_envs
+        if ids is not None:  # lanes just written by a reset or an event: they are finite
+            idx = torch.from_numpy(ids).long()
+            for name in self.program.reads:
+                getattr(ctx, name)[idx] = sim.views[name][idx].float()
+            ctx.diverged[idx] = False
+            return
         qpos, qvel = sim.qpos, sim.qvel
         bad = ~(torch.isfinite(qpos).all(-1) & torch.isfinite(qvel).all(-1))
         bad |= qvel.abs().amax(-1) > self.program.task.max_speed
@@ -280,7 +287,7 @@ class TorchManagerRuntime:
         ids = torch.nonzero(ctx.dirty[:n]).flatten().numpy().astype(np.int32)
         self.sim.reset(ids, ctx.qpos[ids], ctx.qvel[ids], full=False)
         ctx.dirty.fill_(False)
-        self.read_sim(None)
+        self.read_sim(None, ids)
 
     def reset(self, mask: Tensor) -> None:
         """Reset the lanes in ``mask`` (bool, (num_lanes,)): runtime state, then the sim."""
@@ -288,7 +295,7 @@ class TorchManagerRuntime:
         self._reset_graph(mask)
         ids = torch.nonzero(mask[:self.num_envs]).flatten().numpy().astype(np.int32)
         self.sim.reset(ids, self.ctx.qpos[ids], self.ctx.qvel[ids])
-        self.read_sim(None)
+        self.read_sim(None, ids)
 
     def observe(self, group: str, out: Tensor, mask: Tensor) -> None:
         self.observe_graphs[group](out, mask)

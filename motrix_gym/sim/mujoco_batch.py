@@ -2,7 +2,7 @@
 
 Controls go in and state comes out through torch views over Batch's own arrays (no copies, no
 per-lane Python). ``step`` runs ``decimation`` substeps on MuJoCo's thread pool with the GIL
-released, then brings positions, velocities and position-stage sensors up to the new state.
+released, then (by default) brings body frames, velocities and sensors up to the new state.
 ``reset`` is masked: only the given lanes are reset, written and forwarded.
 """
 
@@ -39,7 +39,7 @@ class MujocoBatchSim:
     """
 
     def __init__(self, model: mujoco.MjModel, num_envs: int, nthread: int | None = None,
-                 reads: tuple[str, ...] = READ_FIELDS) -> None:
+                 reads: tuple[str, ...] = READ_FIELDS, current_kinematics: bool = True) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.model = model
@@ -48,6 +48,9 @@ class MujocoBatchSim:
         if self.nthread < 1:
             raise ValueError(f"nthread must be >= 1, got {nthread}")
         self.batch = mjbatch.Batch(model, num_envs, self.nthread)
+        # mjSTAGE_VEL brings body frames, velocities and sensors to the new state (one extra
+        # forward pass per step); mjSTAGE_NONE leaves them at the start of the last substep.
+        self.stage = mujoco.mjtStage.mjSTAGE_VEL if current_kinematics else mujoco.mjtStage.mjSTAGE_NONE
         self.views: dict[str, Tensor] = {}
         with warnings.catch_warnings():
             # Derived fields are read-only numpy arrays; the tensors over them are only read.
@@ -70,7 +73,7 @@ class MujocoBatchSim:
         """
         failed = np.zeros(0, dtype=np.int64)
         try:
-            self.batch.step(ids, nstep=nstep, stage=mujoco.mjtStage.mjSTAGE_VEL)
+            self.batch.step(ids, nstep=nstep, stage=self.stage)
         except mjbatch.SimulationError as e:
             failed = np.asarray(e.ids, dtype=np.int64)
         count = self._unstable()
