@@ -12,13 +12,20 @@ def _id(name: str) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> None:
-    from motrix_gym.envs import TASKS
+    """Registered ids with robot, family and observation/action sizes (from a one-lane env)."""
+    from motrix_gym.envs import TASKS, task_config
     from motrix_gym.registry import REGISTERED, env_id
+    from motrix_gym.vector_env import MotrixVectorEnv
 
-    print(f"{'id':<28} {'robot':<20} family")
+    print(f"{'id':<24} {'robot':<18} {'obs policy/critic':>17} {'actions':>7}  family")
     for name in REGISTERED:
         entry = TASKS[name]
-        print(f"{env_id(name):<28} {entry.robot:<20} {entry.family}")
+        groups = tuple(task_config(name).observations)
+        env = MotrixVectorEnv(name, 1, compile=False, obs_groups=groups, progress=False)
+        space = env.single_observation_space
+        dims = "/".join(str(space[g].shape[0] if len(groups) > 1 else space.shape[0]) for g in groups)
+        print(f"{env_id(name):<24} {entry.robot:<18} {dims:>17} {env.single_action_space.shape[0]:>7}  {entry.family}")
+        env.close()
 
 
 def cmd_run(args: argparse.Namespace) -> None:

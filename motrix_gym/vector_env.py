@@ -319,15 +319,12 @@ class MotrixVectorEnv(VectorEnv):
         """Per-lane episode results for lanes that ended, and the env-level log."""
         rt, n = self.runtime, self.num_envs
         d = done[:n]
-        sums = rt.episode_sums[:n]
+        sums = rt.episode_sums[:n] * d.unsqueeze(-1)  # one fresh (n, terms) array each, split in columns
         flags = rt.termination_terms[:n] & d.unsqueeze(-1)
-        ended = {
-            "reward_terms": {k: sums[:, i] * d for i, k in enumerate(rt.reward_names)},
-            "termination_terms": {k: flags[:, i] for i, k in enumerate(rt.termination_names)},
-        }
-        for name, vals in ended.items():
-            info[name] = {k: self._out(v) for k, v in vals.items()}
-            info["_" + name] = self._out(d)
+        sums_out, flags_out = self._out(sums), self._out(flags)
+        info["reward_terms"] = {k: sums_out[:, i] for i, k in enumerate(rt.reward_names)}
+        info["termination_terms"] = {k: flags_out[:, i] for i, k in enumerate(rt.termination_names)}
+        info["_reward_terms"], info["_termination_terms"] = self._out(d), self._out(d)
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
             ret = torch.where(d, rt.episode_return[:n], 0.0)
             length = torch.where(d, rt.ctx.episode_step[:n], 0).to(torch.int32)
@@ -336,11 +333,10 @@ class MotrixVectorEnv(VectorEnv):
             final["episode"] = {"r": self._out(ret), "l": self._out(length)}
             final["_episode"] = self._out(d)
             info["final_info"], info["_final_info"] = final, self._out(d)
-        count = float(d.sum())
-        for i, k in enumerate(rt.reward_names):
-            self.log[f"Episode_Reward/{k}"] = float(sums[d, i].sum()) / count / self.task.episode_length_s
-        for i, k in enumerate(rt.termination_names):
-            self.log[f"Episode_Termination/{k}"] = float(flags[:, i].sum())
+        mean_sums = (sums.sum(0) / d.sum() / self.task.episode_length_s).tolist()
+        fired = flags.sum(0).tolist()
+        self.log.update({f"Episode_Reward/{k}": v for k, v in zip(rt.reward_names, mean_sums)})
+        self.log.update({f"Episode_Termination/{k}": float(v) for k, v in zip(rt.termination_names, fired)})
         for c in rt.ctx.commands.values():
             if hasattr(c, "log"):
                 self.log.update(c.log())

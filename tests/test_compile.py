@@ -120,3 +120,18 @@ def test_play_mode_compiles():
             env.step(np.zeros((4, 29), np.float32))
     assert (cmd.clip[:4] == 1).all()
     env.close()
+
+
+def test_many_compiled_envs_in_one_process(monkeypatch):
+    """Each runtime compiles its own code objects: making more envs than Dynamo's recompile
+    limit in one process works (the limit is lowered here to keep the test short)."""
+    import torch._dynamo.config as dynamo_config
+
+    from motrix_gym.vector_env import MotrixVectorEnv
+
+    monkeypatch.setattr(dynamo_config, "recompile_limit", 2)
+    for i in range(4):
+        env = MotrixVectorEnv("G1WalkFlat", 4, compile=True, progress=False)
+        env.reset(seed=i)
+        env.step(np.zeros((4, 29), np.float32))
+        env.close()

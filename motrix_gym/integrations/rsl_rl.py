@@ -17,10 +17,10 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from gymnasium.vector import AutoresetMode
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
+from motrix_gym.integrations import motrix_base
 from motrix_gym.vector_env import MotrixVectorEnv
 
 
@@ -28,11 +28,7 @@ class RslRlVecEnv(VecEnv):
     """Wraps a torch-output, SAME_STEP ``MotrixVectorEnv`` whose groups include ``policy``."""
 
     def __init__(self, env: MotrixVectorEnv, seed: int = 0) -> None:
-        base = env.unwrapped
-        if not isinstance(base, MotrixVectorEnv):
-            raise TypeError(f"RslRlVecEnv wraps a MotrixVectorEnv, got {type(base).__name__}")
-        if base.output != "torch" or base.autoreset_mode is not AutoresetMode.SAME_STEP:
-            raise ValueError("RslRlVecEnv needs output='torch' and autoreset_mode=SAME_STEP")
+        base = motrix_base(env, "RslRlVecEnv", "torch")
         self.env = base
         self.num_envs = base.num_envs
         self.num_actions = base.single_action_space.shape[0]

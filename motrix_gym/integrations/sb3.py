@@ -20,9 +20,9 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
+from motrix_gym.integrations import motrix_base
 from motrix_gym.vector_env import MotrixVectorEnv
 
 
@@ -30,11 +30,7 @@ class Sb3VecEnv(VecEnv):
     """Wraps a numpy-output, SAME_STEP ``MotrixVectorEnv`` for SB3."""
 
     def __init__(self, env: MotrixVectorEnv) -> None:
-        base = env.unwrapped
-        if not isinstance(base, MotrixVectorEnv):
-            raise TypeError(f"Sb3VecEnv wraps a MotrixVectorEnv, got {type(base).__name__}")
-        if base.output != "numpy" or base.autoreset_mode is not AutoresetMode.SAME_STEP:
-            raise ValueError("Sb3VecEnv needs output='numpy' and autoreset_mode=SAME_STEP")
+        base = motrix_base(env, "Sb3VecEnv", "numpy")
         self.env = base
         self.render_mode = base.render_mode
         self._actions: np.ndarray | None = None

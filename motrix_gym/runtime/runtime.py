@@ -15,6 +15,8 @@ which buffer to observe into.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import types
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -28,6 +30,26 @@ from motrix_gym.sim.mujoco_batch import MujocoBatchSim
 
 def _call(term: ResolvedTerm, env: Context, *args: object) -> Tensor:
     return term.func(env, *args, **term.params)
+
+
+_instances = itertools.count()
+
+
+def own_code(fn: Callable) -> Callable:
+    """``fn`` (a function or bound method) with a code object of its own.
+
+    Dynamo caches compiled graphs on the code object and guards them on the objects they close
+    over. Every runtime would otherwise add a recompilation of the same ``_evaluate`` code: past
+    ``recompile_limit`` (8) runtimes in one process compiling fails, and each call checks the
+    guards of every runtime ever made. A private code object per runtime avoids both, and its
+    graphs are freed with it.
+    """
+    bound = isinstance(fn, types.MethodType)
+    f = fn.__func__ if bound else fn
+    code = f.__code__.replace(co_name=f"{f.__code__.co_name}_{next(_instances)}")
+    g = types.FunctionType(code, f.__globals__, code.co_name, f.__defaults__, f.__closure__)
+    g.__kwdefaults__ = f.__kwdefaults__
+    return types.MethodType(g, fn.__self__) if bound else g
 
 
 @contextlib.contextmanager
@@ -110,7 +132,7 @@ class TorchManagerRuntime:
         self._probe_scalar("termination", program.terminations, torch.bool)
 
         wrap: Callable[[Callable], Callable] = (
-            (lambda f: torch.compile(f, fullgraph=True, dynamic=False)) if compile else (lambda f: f))
+            (lambda f: torch.compile(own_code(f), fullgraph=True, dynamic=False)) if compile else (lambda f: f))
         self.evaluate = wrap(self._evaluate)
         self._reset_graph = wrap(self._reset)
         self.observe_graphs = {g: wrap(self._observer(g)) for g in program.observations}
