@@ -22,18 +22,32 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json", default="docs/performance.json")
     p.add_argument("--plot", default="docs/performance.png")
+    p.add_argument("--tasks", nargs="+", default=list(REGISTERED),
+                   help="measure only these tasks; their rows replace those already in --json")
+    p.add_argument("--extras", action=argparse.BooleanOptionalAction, default=True,
+                   help="also the 1-thread and current_kinematics=False rows")
     args = p.parse_args()
     rows = []
-    for task in REGISTERED:
+    for task in args.tasks:
         for n in args.lanes:
             rows.append(bench.bench_task(env_id(task), n, args.steps, args.repeats, True, None))
             bench.print_table(rows[-1:])
-    for n in args.lanes:  # how the same task scales with cores
-        rows.append(bench.bench_task(env_id("G1WbtDance"), n, args.steps, args.repeats, True, 1))
-        bench.print_table(rows[-1:])
-    for task in ("G1WbtDance", "G1WalkFlat"):  # without the forward pass after stepping
-        rows.append(bench.bench_task(env_id(task), max(args.lanes), args.steps, args.repeats, True, None, False))
-        bench.print_table(rows[-1:])
+    if args.extras:
+        for n in args.lanes:  # how the same task scales with cores
+            rows.append(bench.bench_task(env_id("G1WbtDance"), n, args.steps, args.repeats, True, 1))
+            bench.print_table(rows[-1:])
+        for task in ("G1WbtDance", "G1WalkFlat"):  # without the forward pass after stepping
+            rows.append(bench.bench_task(env_id(task), max(args.lanes), args.steps, args.repeats, True, None, False))
+            bench.print_table(rows[-1:])
+    if set(args.tasks) != set(REGISTERED):  # keep the other tasks' rows from the last full run
+        with open(args.json) as f:
+            kept = [r for r in json.load(f) if r["env_id"] not in {env_id(t) for t in args.tasks}
+                    or not (r["nthread"] > 1 and r["current_kinematics"])]
+        rows = [*rows, *kept] if not args.extras else [*rows, *[r for r in kept if r["nthread"] > 1
+                                                               and r["current_kinematics"]]]
+    order = {env_id(t): i for i, t in enumerate(REGISTERED)}
+    rows.sort(key=lambda r: (not (r["nthread"] > 1 and r["current_kinematics"]), order[r["env_id"]],
+                             r["num_envs"]))
     with open(args.json, "w") as f:
         json.dump(rows, f, indent=1)
     bench.print_table(rows)

@@ -182,6 +182,10 @@ class MotionCommand:
         pass
 
     def at_clip_end(self) -> Tensor:
+        """Lanes whose reference reached its clip's last frame (never in sequential play, where
+        the next clip follows)."""
+        if self.sampling == "sequential":
+            return torch.zeros_like(self.frame, dtype=torch.bool)
         return self.frame >= self.clip_last[self.clip]
 
     def log(self) -> dict[str, float]:
