@@ -219,15 +219,14 @@ class MotrixVectorEnv(VectorEnv):
         restart = self._pending.clone() if mode == AutoresetMode.NEXT_STEP else None
         ids = None
         if restart is not None and restart.any():
-            ids = torch.nonzero(~restart).flatten().numpy().astype(np.int32)
-        if ids is not None:
             # Lanes restarting this step are not stepped, and their RNG streams must not advance
             # before their reset: they restart exactly as they would in SAME_STEP.
+            ids = torch.nonzero(~restart).flatten().numpy().astype(np.int32)
+            full = torch.zeros(L, dtype=torch.bool)
+            full[:n] = restart
             rng_state = rt.ctx.rng.state.clone()
         rt.step(a, ids)
         if ids is not None:
-            full = torch.zeros(L, dtype=torch.bool)
-            full[:n] = restart
             rt.ctx.rng.state.copy_(torch.where(full, rng_state, rt.ctx.rng.state))
         done = (rt.terminated | rt.truncated) & rt.real
         if restart is not None:
