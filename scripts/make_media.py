@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import gymnasium as gym
+import numpy as np
 from PIL import Image
 
 import motrix_gym  # noqa: F401  (registers the ids; picks an off-screen GL backend)
-from motrix_gym.envs.robots import G1
+from motrix_gym.envs.robots import G1, T1
 from motrix_gym.envs.wbt.tracking import MOTIONS
 from motrix_gym.manager.config import SceneConfig
 from motrix_gym.motion import MotionClip
@@ -24,39 +25,48 @@ from motrix_gym.sim.scene import build_model
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
-def task_frames(steps: int = 40) -> None:
-    """Each task after ``steps`` steps: tracking tasks play their reference with PD targets on it."""
+# The moment of each tracking task's reference that shows what it is about.
+MOMENTS = {"G1WbtDance": ("g1_dance", 19.5), "G1WbtKick": ("g1_kick", 3.3), "G1WbtMix": ("g1_squat", 2.8),
+           "T1WbtDance": ("t1_dance", 19.5), "T1WbtKick": ("t1_kick", 3.3)}
+
+
+def clip_qpos(model, clip: MotionClip, frame: int) -> np.ndarray:
+    joints = hinge_joints(model)
+    q = model.qpos0.copy()
+    q[:3], q[3:7] = clip.body_pos_w[frame, 0], clip.body_quat_w[frame, 0]  # the root is the first body
+    q[[model.jnt_qposadr[j] for j in joints]] = clip.joint_pos[frame, [clip.joint_names.index(model.joint(j).name)
+                                                                        for j in joints]]
+    return q
+
+
+def task_frames(size: tuple[int, int] = (240, 180)) -> None:
+    """Tracking tasks: their reference at a telling moment; walking: the robot after 5 steps."""
     (DOCS / "tasks").mkdir(parents=True, exist_ok=True)
     for task in REGISTERED:
-        tracking = "Wbt" in task
-        kwargs = {"mode": "play"} if tracking else {}
-        env = gym.make_vec(env_id(task), num_envs=1, compile=False, render_mode="rgb_array", progress=False, **kwargs)
+        out = DOCS / "tasks" / f"{env_id(task).replace('/', '_')}.png"
+        if task in MOMENTS:
+            name, t = MOMENTS[task]
+            clip = MotionClip.load(MOTIONS / f"{name}.npz")
+            model = build_model(SceneConfig(G1 if name.startswith("g1") else T1), 0.005, visual=True)
+            renderer = LaneRenderer(model, width=size[0], height=size[1], distance=2.6, azimuth=150.0,
+                                    elevation=-10.0)
+            Image.fromarray(renderer.render(clip_qpos(model, clip, round(t * clip.fps)))).save(out)
+            renderer.close()
+            continue
+        env = gym.make_vec(env_id(task), num_envs=1, compile=False, render_mode="rgb_array", progress=False)
         env.reset(seed=0)
-        rt = env.unwrapped.runtime
-        act = rt.program.action
-        default = rt.ctx.default_qpos[act.joints.qpos]
-        for _ in range(steps):
-            target = rt.ctx.commands["motion"].joint_pos[:1] if tracking else default[None]
-            env.step(((target - default) / act.scale).numpy())
-        frame = Image.fromarray(env.render()).resize((240, 180))
-        frame.save(DOCS / "tasks" / f"{env_id(task).replace('/', '_')}.png")
+        for _ in range(5):
+            env.step(np.zeros(env.action_space.shape, np.float32))
+        Image.fromarray(env.render()).resize(size).save(out)
         env.close()
 
 
-def dance_gif(every: int = 5, size: int = 240) -> None:
+def dance_gif(every: int = 6, size: int = 200) -> None:
     clip = MotionClip.load(MOTIONS / "g1_dance.npz")
     model = build_model(SceneConfig(G1), 0.005, visual=True)
     renderer = LaneRenderer(model, width=size, height=size, distance=2.6, azimuth=150.0, elevation=-10.0)
-    joints = hinge_joints(model)
-    adr = [model.jnt_qposadr[j] for j in joints]
-    names = [model.joint(j).name for j in joints]
-    idx = [clip.joint_names.index(n) for n in names]
-    root = clip.body_names.index("pelvis")
-    frames = []
-    for f in range(0, clip.num_frames, every):
-        q = model.qpos0.copy()
-        q[:3], q[3:7], q[adr] = clip.body_pos_w[f, root], clip.body_quat_w[f, root], clip.joint_pos[f, idx]
-        frames.append(Image.fromarray(renderer.render(q)).quantize(colors=64))
+    frames = [Image.fromarray(renderer.render(clip_qpos(model, clip, f))).quantize(colors=48)
+              for f in range(0, clip.num_frames, every)]
     renderer.close()
     frames[0].save(DOCS / "g1_dance.gif", save_all=True, append_images=frames[1:],
                    duration=round(1000 * every / clip.fps), loop=0, optimize=True)
