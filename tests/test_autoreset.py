@@ -30,17 +30,26 @@ def assert_info_equal(ours: dict, theirs: dict, path: str = "") -> None:
                 np.testing.assert_array_equal(a, b)
 
 
+def twins(mode: AutoresetMode, seed: int):
+    """Our env and the SyncVectorEnv of single-lane views, reset alike and checked equal."""
+    ours, theirs = make(N, autoreset_mode=mode), sync_env(mode)
+    np.testing.assert_array_equal(ours.reset(seed=seed)[0], theirs.reset(seed=[seed] * N)[0])
+    return ours, theirs
+
+
+def step_both(ours, theirs, a) -> tuple:
+    r1, r2 = ours.step(a), theirs.step(a)
+    for x, y in zip(r1[:4], r2[:4]):
+        np.testing.assert_array_equal(x, np.asarray(y, dtype=x.dtype))
+    return r1, r2
+
+
 @pytest.mark.parametrize("mode", [AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP])
 def test_matches_sync_vector_env(mode):
-    ours, theirs = make(N, autoreset_mode=mode), sync_env(mode)
-    o1, _ = ours.reset(seed=11)
-    o2, _ = theirs.reset(seed=[11] * N)
-    np.testing.assert_array_equal(o1, o2)
+    ours, theirs = twins(mode, 11)
     ended = 0
     for a in random_actions(STEPS, N, 29, seed=5):
-        r1, r2 = ours.step(a), theirs.step(a)
-        for x, y in zip(r1[:4], r2[:4]):
-            np.testing.assert_array_equal(x, np.asarray(y, dtype=x.dtype))
+        r1, r2 = step_both(ours, theirs, a)
         if mode is AutoresetMode.SAME_STEP:
             assert_info_equal(r1[4], r2[4])
             if "final_info" in r1[4]:
@@ -95,16 +104,10 @@ def test_same_step_final_obs_equals_next_step_terminal_obs():
 
 
 def test_disabled_mode_and_reset_mask():
-    env = make(N, autoreset_mode=AutoresetMode.DISABLED)
-    theirs = sync_env(AutoresetMode.DISABLED)
-    o1, _ = env.reset(seed=8)
-    o2, _ = theirs.reset(seed=[8] * N)
-    np.testing.assert_array_equal(o1, o2)
+    env, theirs = twins(AutoresetMode.DISABLED, 8)
     resets = 0
     for a in random_actions(STEPS, N, 29, seed=3):
-        r1, r2 = env.step(a), theirs.step(a)
-        for x, y in zip(r1[:4], r2[:4]):
-            np.testing.assert_array_equal(x, np.asarray(y, dtype=x.dtype))
+        r1, _ = step_both(env, theirs, a)
         done = r1[2] | r1[3]
         if done.any():
             with pytest.raises(ValueError, match="reset_mask"):
