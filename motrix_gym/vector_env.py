@@ -144,7 +144,7 @@ class MotrixVectorEnv(VectorEnv):
         L = rt.ctx.num_lanes
         self._obs = [{g: torch.zeros(L, sum(rt.obs_dims[g])) for g in groups} for _ in range(2)]
         self._cur = 0
-        self.final_obs = {g: torch.zeros(L, sum(rt.obs_dims[g])) for g in groups}
+        self._final_obs = {g: torch.zeros(L, sum(rt.obs_dims[g])) for g in groups}
         self._all = torch.ones(L, dtype=torch.bool)
         self._pending = torch.zeros(num_envs, dtype=torch.bool)  # ended, awaiting (next-step) reset
         self._seeded = False
@@ -243,7 +243,7 @@ class MotrixVectorEnv(VectorEnv):
             self._episode_info(done, info)
             if mode == AutoresetMode.SAME_STEP:
                 for g in self.obs_groups:
-                    rt.observe(g, self.final_obs[g], done)
+                    rt.observe(g, self._final_obs[g], done)
                 info["final_obs"], info["_final_obs"] = self._final_obs_info(done[:n])
                 rt.reset(done)
             else:
@@ -282,6 +282,13 @@ class MotrixVectorEnv(VectorEnv):
             self.close()
         except Exception:  # interpreter shutdown
             pass
+
+    @property
+    def final_obs(self) -> dict[str, Tensor]:
+        """The dense final-observation slot, per group: (num_envs, d) float32 CPU views, written
+        for the lanes whose episode ended at the last step (SAME_STEP; rows of other lanes are
+        stale). For torch trainers that bootstrap without the per-lane ``info`` objects."""
+        return {g: b[: self.num_envs] for g, b in self._final_obs.items()}
 
     # ------------------------------------------------------------------------------------ parts
     def _check_open(self) -> None:
@@ -343,9 +350,9 @@ class MotrixVectorEnv(VectorEnv):
     def _final_obs_info(self, done: Tensor) -> tuple[Any, Any]:
         n = self.num_envs
         if self.output == "torch":
-            dense = {g: (self.final_obs[g][:n] * done.unsqueeze(-1)).to(self.device) for g in self.obs_groups}
+            dense = {g: (self._final_obs[g][:n] * done.unsqueeze(-1)).to(self.device) for g in self.obs_groups}
             return (dense[self.obs_groups[0]] if len(dense) == 1 else dense), done.to(self.device)
-        arrays = {g: self.final_obs[g][:n].numpy() for g in self.obs_groups}
+        arrays = {g: self._final_obs[g][:n].numpy() for g in self.obs_groups}
         out = np.full(n, None, dtype=object)
         for i in torch.nonzero(done).flatten().tolist():
             per = {g: arrays[g][i].copy() for g in self.obs_groups}

@@ -41,6 +41,9 @@ def test_thousand_steps_with_autoreset_and_final_obs():
                     assert not np.array_equal(info["final_obs"][i], obs[i])  # obs is already reset
                 else:
                     assert info["final_obs"][i] is None
+            dense = env.unwrapped.final_obs["policy"]
+            assert dense.shape == obs.shape
+            np.testing.assert_array_equal(dense.numpy()[done], np.stack(list(info["final_obs"][done])))
             fi = info["final_info"]
             np.testing.assert_array_equal(fi["_episode"], done)
             assert (fi["episode"]["l"][done] >= 1).all()
