@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from motrix_gym.manager.resolver import SensorSlice
+from motrix_gym.mdp.observations import in_contact
 from motrix_gym.runtime.context import Context
 
 
@@ -78,7 +79,7 @@ class GaitClock:
         self.contact.masked_fill_(m, True)
 
     def update(self, env: Context) -> None:
-        contact = torch.stack([env.sensordata[:, s.adr] > 0 for s in self.sensors], dim=-1)
+        contact = in_contact(env, self.sensors)
         first = contact & (self.air_time > 0)
         self.first_contact.copy_(first)
         self.last_air_time.copy_(torch.where(first, self.air_time, self.last_air_time))

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from motrix_gym.manager.resolver import SensorSlice
 from motrix_gym.math import normalize, quat_apply, quat_apply_inverse, quat_conjugate, quat_mul, yaw_quat
+from motrix_gym.mdp.observations import in_contact
 from motrix_gym.motion.loader import load_corpus
 from motrix_gym.runtime.context import Context
 
@@ -289,7 +290,7 @@ def joint_limits(env: Context, soft: float = 0.9) -> Tensor:
 
 def undesired_contacts(env: Context, sensors: tuple[SensorSlice, ...]) -> Tensor:
     """Number of listed bodies touching the ground."""
-    return torch.stack([(env.sensordata[:, s.adr] > 0).float() for s in sensors], -1).sum(-1)
+    return in_contact(env, sensors).float().sum(-1)
 
 
 # -------------------------------------------------------------------- terminations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from motrix_gym.manager.resolver import JointIndex
+from motrix_gym.manager.resolver import JointIndex, SensorSlice
 from motrix_gym.math import quat_apply_inverse
 from motrix_gym.runtime.context import Context
 
@@ -47,3 +47,8 @@ def gait_phase(env: Context, name: str) -> Tensor:
     """sin and cos of a gait clock's phase."""
     phi = 2.0 * torch.pi * env.commands[name].phase
     return torch.stack((torch.sin(phi), torch.cos(phi)), dim=-1)
+
+
+def in_contact(env: Context, sensors: tuple[SensorSlice, ...]) -> Tensor:
+    """(lanes, len(sensors)) bool: which contact sensors report a contact."""
+    return torch.stack([env.sensordata[:, s.adr] > 0 for s in sensors], dim=-1)

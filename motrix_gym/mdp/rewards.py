@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import JointIndex, SensorSlice
-from motrix_gym.mdp.observations import base_lin_vel, projected_gravity
+from motrix_gym.mdp.observations import base_lin_vel, in_contact, projected_gravity
 from motrix_gym.runtime.context import Context
 
 
@@ -39,16 +39,12 @@ def joint_pose(env: Context, joints: JointIndex) -> Tensor:
     return (env.qpos[:, joints.qpos] - env.default_qpos[joints.qpos]).square().sum(-1)
 
 
-def _in_contact(env: Context, sensors: tuple[SensorSlice, ...]) -> Tensor:
-    return torch.stack([env.sensordata[:, s.adr] > 0 for s in sensors], dim=-1)
-
-
 def feet_phase(env: Context, clock: str, sensors: tuple[SensorSlice, SensorSlice]) -> Tensor:
     """Fraction of feet whose contact matches the gait clock (left stance in the first half
     of the period, right in the second; both in stance for standing lanes)."""
     gait = env.commands[clock]
     standing = env.commands[gait.command].standing
-    contact = _in_contact(env, sensors)
+    contact = in_contact(env, sensors)
     left_stance = gait.phase < 0.5
     want = torch.stack((left_stance | standing, ~left_stance | standing), dim=-1)
     return (contact == want).float().mean(-1)

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import SensorSlice
-from motrix_gym.mdp.observations import projected_gravity
+from motrix_gym.mdp.observations import in_contact, projected_gravity
 from motrix_gym.runtime.context import Context
 
 
@@ -16,10 +16,7 @@ def time_out(env: Context) -> Tensor:
 
 def illegal_contact(env: Context, sensors: tuple[SensorSlice, ...]) -> Tensor:
     """Any of the given contact sensors touches the ground."""
-    hit = torch.zeros(env.num_lanes, dtype=torch.bool, device=env.device)
-    for s in sensors:
-        hit = hit | (env.sensordata[:, s.adr] > 0)
-    return hit
+    return in_contact(env, sensors).any(-1)
 
 
 def bad_orientation(env: Context, limit_angle: float) -> Tensor:
