@@ -207,11 +207,17 @@ class TorchManagerRuntime:
         """Count down each lane's event timers; fire the events that reach zero, redraw those."""
         ctx = self.ctx
         self.event_timers.sub_(1.0)
-        for k, (e, (lo, hi)) in enumerate(zip(self.program.events, self.event_steps)):
+        for k, e in enumerate(self.program.events):
             fire = (self.event_timers[:, k] <= 0) & ~ctx.diverged
             _call(e, ctx, fire)
             ctx.dirty.logical_or_(fire)
-            self.event_timers[:, k].copy_(torch.where(fire, ctx.rng.range(lo, hi, (), fire), self.event_timers[:, k]))
+            self._redraw_timer(k, fire)
+
+    def _redraw_timer(self, k: int, mask: Tensor) -> None:
+        """Steps until event ``k`` fires next, uniform in its interval, for the lanes in ``mask``."""
+        lo, hi = self.event_steps[k]
+        timer = self.event_timers[:, k]
+        timer.copy_(torch.where(mask, self.ctx.rng.range(lo, hi, (), mask), timer))
 
     def _reset(self, mask: Tensor) -> None:
         ctx = self.ctx
@@ -225,8 +231,8 @@ class TorchManagerRuntime:
         ctx.last_action.masked_fill_(m, 0.0)
         self.episode_sums.masked_fill_(m, 0.0)
         self.episode_return.masked_fill_(mask, 0.0)
-        for k, (lo, hi) in enumerate(self.event_steps):
-            self.event_timers[:, k].copy_(torch.where(mask, ctx.rng.range(lo, hi, (), mask), self.event_timers[:, k]))
+        for k in range(len(self.event_steps)):
+            self._redraw_timer(k, mask)
         ctx.dirty.masked_fill_(mask, False)  # the reset writes these lanes anyway
 
     def _observer(self, group: str) -> Callable[[Tensor, Tensor], None]:
@@ -306,18 +312,21 @@ class TorchManagerRuntime:
         ctx, n = self.ctx, self.num_envs
         if not bool(ctx.dirty[:n].any()):
             return
-        ids = torch.nonzero(ctx.dirty[:n]).flatten().numpy().astype(np.int32)
-        self.sim.reset(ids, ctx.qpos[ids], ctx.qvel[ids], full=False)
+        self._write_lanes(ctx.dirty, full=False)
         ctx.dirty.fill_(False)
+
+    def _write_lanes(self, mask: Tensor, full: bool) -> None:
+        """Write the context's qpos/qvel of the real lanes in ``mask`` into the simulation
+        (``full``: as a reset), forward them and read them back."""
+        ids = torch.nonzero(mask[:self.num_envs]).flatten().numpy().astype(np.int32)
+        self.sim.reset(ids, self.ctx.qpos[ids], self.ctx.qvel[ids], full=full)
         self.read_sim(None, ids)
 
     def reset(self, mask: Tensor) -> None:
         """Reset the lanes in ``mask`` (bool, (num_lanes,)): runtime state, then the sim."""
         mask = mask & self.real
         self._reset_graph(mask)
-        ids = torch.nonzero(mask[:self.num_envs]).flatten().numpy().astype(np.int32)
-        self.sim.reset(ids, self.ctx.qpos[ids], self.ctx.qvel[ids])
-        self.read_sim(None, ids)
+        self._write_lanes(mask, full=True)
 
     def observe(self, group: str, out: Tensor, mask: Tensor) -> None:
         self.observe_graphs[group](out, mask)
