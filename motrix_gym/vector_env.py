@@ -82,8 +82,8 @@ class MotrixVectorEnv(VectorEnv):
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
         if output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
-        if not isinstance(copy, bool) or not isinstance(compile, bool):
-            raise ValueError("copy and compile must be bools")
+        if not all(isinstance(x, bool) for x in (copy, compile, progress, current_kinematics)):
+            raise ValueError("copy, compile, progress and current_kinematics must be bools")
         try:
             mode = AutoresetMode(autoreset_mode)
         except ValueError:
@@ -119,8 +119,6 @@ class MotrixVectorEnv(VectorEnv):
         model = build_model(cfg.scene, cfg.sim_dt)
         program = resolve(cfg, model_info(model))
         self.task = cfg
-        if not isinstance(current_kinematics, bool):
-            raise ValueError(f"current_kinematics must be a bool, got {current_kinematics!r}")
         self.sim = MujocoBatchSim(model, num_envs, nthread, reads=program.reads, current_kinematics=current_kinematics)
         self.runtime = rt = TorchManagerRuntime(program, self.sim, compile=compile, lane_offset=lane_offset)
         self.torch_threads = torch_threads
