@@ -92,6 +92,15 @@ class MotionClip:
                        **{k: np.asarray(z[k], dtype=np.float64) for k in ARRAYS})
         return clip.validate()
 
+    def indices(self, kind: str, names: tuple[str, ...] | list[str], of: str = "the robot") -> list[int]:
+        """Positions of the joints (``kind="joint"``) or bodies named ``names`` in this clip;
+        missing names are an error naming them and ``of`` (what needs them)."""
+        have = self.joint_names if kind == "joint" else self.body_names
+        missing = [n for n in names if n not in have]
+        if missing:
+            raise MotionFormatError(f"motion clip {self.name!r}: no {kind}(s) {missing} of {of}")
+        return [have.index(n) for n in names]
+
     def replace(self, **changes: object) -> MotionClip:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values.update(changes)

@@ -47,8 +47,7 @@ def from_beyondmimic(path: str | Path, model: mujoco.MjModel, name: str | None =
 
 def to_beyondmimic(clip: MotionClip, path: str | Path, model: mujoco.MjModel) -> None:
     joints, bodies = _model_names(model)
-    jidx = _indices(clip.joint_names, joints, "joint", clip.name)
-    bidx = _indices(clip.body_names, bodies, "body", clip.name)
+    jidx, bidx = clip.indices("joint", joints, "the model"), clip.indices("body", bodies, "the model")
     out = {k: getattr(clip, k)[:, jidx if k.startswith("joint") else bidx] for k in BM_KEYS}
     np.savez_compressed(path, fps=np.array([clip.fps]), **out)
 
@@ -71,15 +70,8 @@ def from_csv(path: str | Path, model: mujoco.MjModel, fps: float, name: str | No
 
 def to_csv(clip: MotionClip, path: str | Path, model: mujoco.MjModel, root: str) -> None:
     joints, _ = _model_names(model)
-    jidx = _indices(clip.joint_names, joints, "joint", clip.name)
-    b = _indices(clip.body_names, (root,), "body", clip.name)[0]
+    jidx = clip.indices("joint", joints, "the model")
+    b = clip.indices("body", (root,), "the model")[0]
     q = clip.body_quat_w[:, b]
     rows = np.concatenate([clip.body_pos_w[:, b], q[:, 1:], q[:, :1], clip.joint_pos[:, jidx]], axis=1)
     np.savetxt(path, rows, delimiter=",", fmt="%.10g")
-
-
-def _indices(have: tuple[str, ...], want: tuple[str, ...], kind: str, clip: str) -> list[int]:
-    missing = [n for n in want if n not in have]
-    if missing:
-        raise MotionFormatError(f"motion clip {clip!r}: missing {kind}(s) {missing}")
-    return [have.index(n) for n in want]

@@ -89,14 +89,6 @@ def _paths(sources: str | Path | list[str | Path]) -> list[Path]:
     return out
 
 
-def _pick(clip: MotionClip, names: tuple[str, ...], kind: str) -> list[int]:
-    have = clip.joint_names if kind == "joint" else clip.body_names
-    missing = [n for n in names if n not in have]
-    if missing:
-        raise MotionFormatError(f"motion clip {clip.name!r}: no {kind}(s) {missing} of the robot")
-    return [have.index(n) for n in names]
-
-
 def load_corpus(sources: str | Path | list[str | Path] | list[MotionClip], joint_names: tuple[str, ...],
                 body_names: tuple[str, ...], fps: float, resample_fps: bool = True) -> MotionCorpus:
     clips = [s if isinstance(s, MotionClip) else MotionClip.load(s) for s in (
@@ -111,7 +103,7 @@ def load_corpus(sources: str | Path | list[str | Path] | list[MotionClip], joint
             if not resample_fps:
                 raise MotionFormatError(f"motion clip {clip.name!r}: {clip.fps} fps, the task runs at {fps}")
             clip = resample(clip, fps)
-        j, b = _pick(clip, joint_names, "joint"), _pick(clip, body_names, "body")
+        j, b = clip.indices("joint", joint_names), clip.indices("body", body_names)
         for k in parts:
             parts[k].append(getattr(clip, k)[:, j if k.startswith("joint") else b])
         lengths.append(clip.num_frames)
