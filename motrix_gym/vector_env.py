@@ -154,7 +154,7 @@ class MotrixVectorEnv(VectorEnv):
     # ------------------------------------------------------------------------------------ api
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         self._check_open()
-        with torch_threads_ctx(self.torch_threads):
+        with self.runtime.running(self.torch_threads):
             return self._reset(seed, options)
 
     def _reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict]:
@@ -204,7 +204,7 @@ class MotrixVectorEnv(VectorEnv):
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")
         a = self._validate_actions(actions)
-        with torch_threads_ctx(self.torch_threads):
+        with self.runtime.running(self.torch_threads):
             return self._step(a)
 
     def _step(self, a: Tensor) -> tuple[Any, Any, Any, Any, dict]:
@@ -305,18 +305,18 @@ class MotrixVectorEnv(VectorEnv):
             if actions.is_complex() or actions.dtype == torch.bool:
                 raise ValueError(f"actions must have a real dtype, got {actions.dtype}")
             t = actions.detach().cpu()
+            finite = lambda: bool(torch.isfinite(t).all()) if t.is_floating_point() else True
         else:
             arr = np.asarray(actions)
             if arr.dtype.kind not in "fiu":
                 raise ValueError(f"actions must have a real (float or integer) dtype, got {arr.dtype}")
             t = torch.from_numpy(np.ascontiguousarray(arr))
+            finite = lambda: bool(np.isfinite(arr).all()) if arr.dtype.kind == "f" else True
         if tuple(t.shape) != shape:
             raise ValueError(f"actions must have shape {shape}, got {tuple(t.shape)}")
-        if t.is_floating_point():
-            bad = ~torch.isfinite(t).all(-1)
-            if bool(bad.any()):
-                lanes = torch.nonzero(bad).flatten().tolist()
-                raise ValueError(f"actions contain NaN or Inf in lanes {lanes[:10]}")
+        if not finite():
+            lanes = torch.nonzero(~torch.isfinite(t).all(-1)).flatten().tolist()
+            raise ValueError(f"actions contain NaN or Inf in lanes {lanes[:10]}")
         return t.to(torch.float32)
 
     def _episode_info(self, done: Tensor, info: dict[str, Any]) -> None:

@@ -72,6 +72,7 @@ def test_no_graph_breaks_or_recompiles(compiled):
     """fullgraph=True turns any graph break into an error; the stance turns any recompile into one."""
     acts = random_actions(50, 16, 29, std=2.0, seed=7)
     ended = 0
+    compiled.runtime.check_guards = True
     with torch.compiler.set_stance("fail_on_recompile"):
         for a in acts:
             _, _, term, trunc, _ = compiled.step(a)
@@ -89,6 +90,7 @@ def run_compiled(task: str, steps: int, **kwargs) -> None:
     env.reset(seed=0)
     acts = random_actions(steps, 16, env.single_action_space.shape[0], std=2.0, seed=3)
     ended = 0
+    env.runtime.check_guards = True
     with torch.compiler.set_stance("fail_on_recompile"):
         for a in acts:
             _, _, term, trunc, _ = env.step(a)
@@ -114,6 +116,7 @@ def test_play_mode_compiles():
     env = MotrixVectorEnv("G1WbtMix", 4, compile=True, mode="play", progress=False)
     env.reset(seed=0)
     cmd = env.runtime.ctx.commands["motion"]
+    env.runtime.check_guards = True
     with torch.compiler.set_stance("fail_on_recompile"):
         cmd.frame[:4] = cmd.clip_last[0] - 2  # cross a clip boundary: the sequential teleport path
         for _ in range(5):
@@ -135,3 +138,20 @@ def test_many_compiled_envs_in_one_process(monkeypatch):
         env.reset(seed=i)
         env.step(np.zeros((4, 29), np.float32))
         env.close()
+
+
+def test_skipped_guard_checks_change_nothing(compiled):
+    """Steps run without Dynamo's guard checks by default; with them on, every number is the same."""
+    acts = random_actions(20, 16, 29, std=2.0, seed=11)
+    runs = []
+    for check in (False, True):
+        compiled.runtime.check_guards = check
+        obs, _ = compiled.reset(seed=5)
+        out = [obs]
+        for a in acts:
+            obs, rew, term, trunc, _ = compiled.step(a)
+            out += [obs, rew, term, trunc]
+        runs.append(out)
+    compiled.runtime.check_guards = False
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)

@@ -82,6 +82,9 @@ class TorchManagerRuntime:
         self.program = program
         self.sim = sim
         self.compiled = compile
+        # Each compiled graph has one version, over buffers this runtime owns and never reshapes:
+        # its guards (~0.1 ms a call) can only pass. Tests turn the checks on to prove that.
+        self.check_guards = False
         self.lane_offset = lane_offset
         task, m = program.task, sim.model
         n = self.num_envs = sim.num_envs
@@ -142,6 +145,15 @@ class TorchManagerRuntime:
         self.evaluate = wrap(self._evaluate)
         self._reset_graph = wrap(self._reset)
         self.observe_graphs = {g: wrap(self._observer(g)) for g in program.observations}
+
+    def running(self, threads: int) -> contextlib.ExitStack:
+        """The context for calls into the runtime: ``threads`` torch threads and, unless
+        ``check_guards``, Dynamo's guard checks skipped."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch_threads(threads))
+        if self.compiled and not self.check_guards:
+            stack.enter_context(torch.compiler.set_stance("default", skip_guard_eval_unsafe=True))
+        return stack
 
     def warmup(self, groups: tuple[str, ...], progress: bool = True) -> None:
         """Compile every graph now (each runs once; the state is left for the first reset to
