@@ -143,7 +143,6 @@ class MotrixVectorEnv(VectorEnv):
         self._obs = [{g: torch.zeros(L, sum(rt.obs_dims[g])) for g in groups} for _ in range(2)]
         self._cur = 0
         self._final_obs = {g: torch.zeros(L, sum(rt.obs_dims[g])) for g in groups}
-        self._all = torch.ones(L, dtype=torch.bool)
         self._pending = torch.zeros(num_envs, dtype=torch.bool)  # ended, awaiting (next-step) reset
         self._seeded = False
         self._has_reset = False
@@ -223,7 +222,8 @@ class MotrixVectorEnv(VectorEnv):
             full = torch.zeros(L, dtype=torch.bool)
             full[:n] = restart
             rng_state = rt.ctx.rng.state.clone()
-        rt.step(a, ids)
+        nxt = self._flip()
+        rt.step(a, nxt, ids)  # every lane observed into nxt: final observations of lanes that end
         if ids is not None:
             rt.ctx.rng.state.copy_(torch.where(full, rng_state, rt.ctx.rng.state))
         done = (rt.terminated | rt.truncated) & rt.real
@@ -236,14 +236,15 @@ class MotrixVectorEnv(VectorEnv):
         reward = rt.reward[:n].clone()
         terminated = rt.terminated[:n].clone()
         truncated = rt.truncated[:n].clone()
-        nxt = self._flip()
+        again = None  # lanes reset now, observed again
         if bool(done.any()):
             self._episode_info(done, info)
             if mode == AutoresetMode.SAME_STEP:
                 for g in self.obs_groups:
-                    rt.observe(g, self._final_obs[g], done)
+                    self._final_obs[g].copy_(nxt[g])
                 info["final_obs"], info["_final_obs"] = self._final_obs_info(done[:n])
                 rt.reset(done)
+                again = done
             else:
                 self._pending |= done[:n]
         if ids is not None:
@@ -252,8 +253,10 @@ class MotrixVectorEnv(VectorEnv):
             reward[restart] = 0.0
             terminated[restart] = False
             truncated[restart] = False
-        for g in self.obs_groups:
-            rt.observe(g, nxt[g], self._all)
+            again = full if again is None else again | full
+        if again is not None:
+            for g in self.obs_groups:
+                rt.observe(g, nxt[g], again)
         return self._out_obs(nxt), self._out(reward), self._out(terminated), self._out(truncated), info
 
     def render(self) -> np.ndarray | None:
@@ -284,8 +287,8 @@ class MotrixVectorEnv(VectorEnv):
     @property
     def final_obs(self) -> dict[str, Tensor]:
         """The dense final-observation slot, per group: (num_envs, d) float32 CPU views, written
-        for the lanes whose episode ended at the last step (SAME_STEP; rows of other lanes are
-        stale). For torch trainers that bootstrap without the per-lane ``info`` objects."""
+        at every step; its rows are final observations for the lanes whose episode ended at the
+        last step (SAME_STEP). For torch trainers that bootstrap without the per-lane ``info`` objects."""
         return {g: b[: self.num_envs] for g, b in self._final_obs.items()}
 
     # ------------------------------------------------------------------------------------ parts

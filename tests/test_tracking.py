@@ -141,3 +141,20 @@ def test_draws_identical_across_num_envs(seed, lanes):
         frames.append(env.runtime.ctx.commands["motion"].frame[: lanes[0]].clone())
         env.close()
     assert torch.equal(frames[0], frames[1])
+
+
+def test_pushed_lanes_are_observed_after_the_push():
+    """A push fires inside the step graph, after which the lane is written to the simulation and
+    observed again: every returned observation is that of the state the next step starts from."""
+    env = MotrixVectorEnv("G1WbtDance", 4, compile=False, obs_groups=("critic",))  # critic: no noise
+    env.reset(seed=0)
+    rt = env.runtime
+    rt.event_timers[:2] = 0.5  # lanes 0 and 1 are pushed at the next step
+    qvel_before = rt.sim.qvel[:4].clone()
+    obs, *_ = env.step(np.zeros((4, 29), np.float32))
+    pushed = (rt.sim.qvel[:4, :3] - qvel_before[:, :3]).norm(dim=-1)
+    fresh = torch.zeros(rt.ctx.num_lanes, obs.shape[1])
+    rt._observer("critic")(fresh, torch.ones(rt.ctx.num_lanes, dtype=torch.bool))
+    np.testing.assert_array_equal(obs, fresh[:4].numpy())
+    assert (pushed[:2] > 0.05).all(), pushed  # the push reached the simulation
+    env.close()
