@@ -50,7 +50,8 @@ def test_kinematic_replay(clip):
         mo.reset_to_motion(ctx, every, "motion")  # the robot at frame f, no noise
         rt.sim.reset(np.array([0], np.int32), ctx.qpos[:1], ctx.qvel[:1], full=False)
         cmd.frame.fill_(f - 1)
-        rt.evaluate()  # reads the sim; the command advances to frame f and scores the robot against it
+        rt.read()
+        rt.evaluate()  # the command advances to frame f and scores the robot against it
         worst = torch.minimum(worst, rt.reward_terms[0, track] / best)
         assert not rt.terminated[0], [n for n, x in zip(rt.termination_names, rt.termination_terms[0]) if x]
     assert (worst >= 0.95).all(), dict(zip(TRACKING_TERMS, worst.tolist()))
