@@ -74,17 +74,23 @@ def test_observe_parity(compiled):
     torch.testing.assert_close(out_c, out_e, rtol=RTOL, atol=ATOL)
 
 
-def test_no_graph_breaks_or_recompiles(compiled):
-    """fullgraph=True turns any graph break into an error; the stance turns any recompile into one."""
-    acts = random_actions(50, 16, 29, std=2.0, seed=7)
+def step_without_recompiles(env, acts: np.ndarray) -> int:
+    """Step ``env`` with Dynamo's guard checks on under the fail-on-recompile stance (any recompile
+    raises); returns how many episodes ended, so callers can check the reset path ran."""
     ended = 0
-    compiled.runtime.check_guards = True
+    env.runtime.check_guards = True
     with torch.compiler.set_stance("fail_on_recompile"):
         for a in acts:
-            _, _, term, trunc, _ = compiled.step(a)
+            _, _, term, trunc, _ = env.step(a)
             ended += int((term | trunc).sum())
-        compiled.reset(options={"reset_mask": np.ones(16, bool)})
-    assert ended > 0  # resets ran through the compiled graphs
+        env.reset(options={"reset_mask": np.ones(env.num_envs, bool)})
+    env.runtime.check_guards = False
+    return ended
+
+
+def test_no_graph_breaks_or_recompiles(compiled):
+    """fullgraph=True turns any graph break into an error; the stance turns any recompile into one."""
+    assert step_without_recompiles(compiled, random_actions(50, 16, 29, std=2.0, seed=7)) > 0
 
 
 def run_compiled(task: str, steps: int, **kwargs) -> None:
@@ -95,12 +101,7 @@ def run_compiled(task: str, steps: int, **kwargs) -> None:
     env = MotrixVectorEnv(task, 16, compile=True, obs_groups=("policy", "critic"), progress=False, **kwargs)
     env.reset(seed=0)
     acts = random_actions(steps, 16, env.single_action_space.shape[0], std=2.0, seed=3)
-    ended = 0
-    env.runtime.check_guards = True
-    with torch.compiler.set_stance("fail_on_recompile"):
-        for a in acts:
-            _, _, term, trunc, _ = env.step(a)
-            ended += int((term | trunc).sum())
+    ended = step_without_recompiles(env, acts)
     env.close()
     assert ended > 0
 
