@@ -41,6 +41,7 @@ class ModelInfo:
     sensor_names: tuple[str, ...]
     sensor_adr: tuple[int, ...]
     sensor_dim: tuple[int, ...]
+    sensor_stage: tuple[int, ...]  # mjtStage each sensor needs
     nq: int
     nv: int
 
@@ -144,6 +145,9 @@ def _resolve_value(value: Any, model: ModelInfo, where: str) -> Any:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise TaskConfigError(f"{where}: sensor {value.name!r} is not in the scene{hint}")
         i = model.sensor_names.index(value.name)
+        if model.sensor_stage[i] > 2:  # mjSTAGE_ACC
+            raise TaskConfigError(f"{where}: sensor {value.name!r} needs accelerations, which are not computed "
+                                  "after the physics step (only position- and velocity-stage sensors can be read)")
         return SensorSlice(value.name, model.sensor_adr[i], model.sensor_dim[i])
     if isinstance(value, tuple):
         return tuple(_resolve_value(v, model, where) for v in value)

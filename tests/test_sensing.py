@@ -1,0 +1,59 @@
+"""The sensing batch: the same derived fields as a forward pass of the physics model, bit for bit."""
+
+import dataclasses
+
+import mujoco
+import numpy as np
+import pytest
+from mujoco import batch as mjbatch
+
+from conftest import random_actions
+from motrix_gym.manager.resolver import TaskConfigError
+from motrix_gym.registry import REGISTERED
+from motrix_gym.vector_env import MotrixVectorEnv
+
+DERIVED = ("xpos", "xquat", "cvel", "subtree_com", "sensordata")
+
+
+@pytest.mark.parametrize("task", REGISTERED)
+def test_sensing_equals_physics_forward(task):
+    """Every lane, after steps with falls (contacts of the sensed bodies with the ground), resets
+    and pushes: the sensing batch's fields equal mjSTAGE_VEL forward of the physics model."""
+    n = 16
+    env = MotrixVectorEnv(task, n, compile=False)
+    env.reset(seed=0)
+    sim = env.sim
+    reference = mjbatch.Batch(sim.model, n, 1)
+    ref = {f: reference.bind(f) for f in DERIVED}
+    sensed = {f: sim.sensing.bind(f) for f in DERIVED}
+    model = sim.model
+    exact = np.ones(model.nsensordata, bool)  # acceleration-stage sensors are not sensed
+    for i in np.flatnonzero(model.sensor_needstage == mujoco.mjtStage.mjSTAGE_ACC):
+        exact[model.sensor_adr[i]:model.sensor_adr[i] + model.sensor_dim[i]] = False
+    contacts = 0
+    for a in random_actions(60, n, env.single_action_space.shape[0], std=2.0):
+        env.step(a)
+        reference.state[:] = sim.batch.state
+        reference.forward(None, stage=mujoco.mjtStage.mjSTAGE_VEL)
+        for f in DERIVED:
+            got, want = sensed[f], ref[f]
+            if f == "sensordata":
+                got, want = got[:, exact], want[:, exact]
+            np.testing.assert_array_equal(got, want, err_msg=f"{task}: {f}")
+        contacts += int((ref["sensordata"][:, exact] != 0).sum())
+    assert contacts > 0, f"{task}: no sensor fired; the test saw no contacts"
+    env.close()
+
+
+def test_acceleration_sensor_is_refused():
+    """A term reading an acceleration-stage sensor (G1's accelerometer) fails at make time."""
+    from motrix_gym.envs import task_config
+    from motrix_gym.manager.terms import ObservationTerm, Sensor
+    from motrix_gym.mdp import observations as obs
+
+    cfg = task_config("G1WalkFlat")
+    policy = (*cfg.observations["policy"],
+              ObservationTerm("acc", obs.in_contact, params={"sensors": (Sensor("imu_lin_acc"),)}))
+    cfg = dataclasses.replace(cfg, observations={**cfg.observations, "policy": policy})
+    with pytest.raises(TaskConfigError, match="imu_lin_acc.*accelerations"):
+        MotrixVectorEnv(cfg, 2, compile=False)
