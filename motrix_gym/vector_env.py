@@ -117,7 +117,7 @@ class MotrixVectorEnv(VectorEnv):
             raise ValueError(f"obs_groups {list(groups)}: unknown group(s) {unknown}; "
                              f"task {cfg.name!r} has {sorted(cfg.observations)}")
 
-        model = build_model(cfg.scene, cfg.sim_dt)
+        model = build_model(cfg.scene, cfg.sim_dt, sensors=not current_kinematics)
         program = resolve(cfg, model_info(model))
         self.task = cfg
         sensing = build_sensing_model(cfg.scene, cfg.sim_dt) if current_kinematics else None

@@ -10,6 +10,7 @@ from mujoco import batch as mjbatch
 from conftest import random_actions
 from motrix_gym.manager.resolver import TaskConfigError
 from motrix_gym.registry import REGISTERED
+from motrix_gym.sim.scene import build_model
 from motrix_gym.vector_env import MotrixVectorEnv
 
 DERIVED = ("xpos", "xquat", "cvel", "subtree_com", "sensordata")
@@ -23,10 +24,11 @@ def test_sensing_equals_physics_forward(task):
     env = MotrixVectorEnv(task, n, compile=False)
     env.reset(seed=0)
     sim = env.sim
-    reference = mjbatch.Batch(sim.model, n, 1)
+    model = build_model(env.task.scene, env.task.sim_dt)  # the physics model, computing its sensors
+    assert sim.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_SENSOR  # the env's does not
+    reference = mjbatch.Batch(model, n, 1)
     ref = {f: reference.bind(f) for f in DERIVED}
     sensed = {f: sim.sensing.bind(f) for f in DERIVED}
-    model = sim.model
     exact = np.ones(model.nsensordata, bool)  # acceleration-stage sensors are not sensed
     for i in np.flatnonzero(model.sensor_needstage == mujoco.mjtStage.mjSTAGE_ACC):
         exact[model.sensor_adr[i]:model.sensor_adr[i] + model.sensor_dim[i]] = False
