@@ -325,23 +325,25 @@ class MotrixVectorEnv(VectorEnv):
         return t.to(torch.float32)
 
     def _episode_info(self, done: Tensor, info: dict[str, Any]) -> None:
-        """Per-lane episode results for lanes that ended, and the env-level log."""
+        """Per-lane episode results for lanes that ended, and the env-level log. In numpy: a
+        dozen small ops, each several times cheaper than torch's eager dispatch."""
         rt, n = self.runtime, self.num_envs
-        d = done[:n]
-        sums = rt.episode_sums[:n] * d.unsqueeze(-1)  # one fresh (n, terms) array each, split in columns
-        flags = rt.termination_terms[:n] & d.unsqueeze(-1)
-        sums_out, flags_out = self._out(sums), self._out(flags)
-        info["reward_terms"] = {k: sums_out[:, i] for i, k in enumerate(rt.reward_names)}
-        info["termination_terms"] = {k: flags_out[:, i] for i, k in enumerate(rt.termination_names)}
-        info["_reward_terms"], info["_termination_terms"] = self._out(d), self._out(d)
+        d = done[:n].numpy()
+        col = d[:, None]
+        sums = rt.episode_sums[:n].numpy() * col  # fresh (n, terms) arrays, split in columns
+        flags = rt.termination_terms[:n].numpy() & col
+        out = self._out_np
+        info["reward_terms"] = {k: out(sums[:, i]) for i, k in enumerate(rt.reward_names)}
+        info["termination_terms"] = {k: out(flags[:, i]) for i, k in enumerate(rt.termination_names)}
+        info["_reward_terms"], info["_termination_terms"] = out(d.copy()), out(d.copy())
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            ret = torch.where(d, rt.episode_return[:n], 0.0)
-            length = torch.where(d, rt.ctx.episode_step[:n], 0).to(torch.int32)
+            ret = np.where(d, rt.episode_return[:n].numpy(), np.float32(0.0))
+            length = np.where(d, rt.ctx.episode_step[:n].numpy(), 0).astype(np.int32)
             final = {k: info.pop(k) for k in ("reward_terms", "_reward_terms", "termination_terms",
                                               "_termination_terms")}
-            final["episode"] = {"r": self._out(ret), "l": self._out(length)}
-            final["_episode"] = self._out(d)
-            info["final_info"], info["_final_info"] = final, self._out(d)
+            final["episode"] = {"r": out(ret), "l": out(length)}
+            final["_episode"] = out(d.copy())
+            info["final_info"], info["_final_info"] = final, out(d.copy())
         mean_sums = (sums.sum(0) / d.sum() / self.task.episode_length_s).tolist()
         fired = flags.sum(0).tolist()
         self.log.update({f"Episode_Reward/{k}": v for k, v in zip(rt.reward_names, mean_sums)})
@@ -365,6 +367,10 @@ class MotrixVectorEnv(VectorEnv):
     def _out(self, t: Tensor) -> Any:
         """A small per-lane result (always a fresh copy)."""
         return t.clone().to(self.device) if self.output == "torch" else t.numpy().copy()
+
+    def _out_np(self, a: np.ndarray) -> Any:
+        """A fresh numpy array as a per-lane result."""
+        return torch.from_numpy(a).to(self.device) if self.output == "torch" else a
 
     def _out_obs(self, bufs: dict[str, Tensor]) -> Any:
         n = self.num_envs

@@ -66,7 +66,11 @@ class MujocoBatchSim:
             if self.sensing is not None:
                 self._sensed = torch.from_numpy(self.sensing.bind("qpos")), torch.from_numpy(self.sensing.bind("qvel"))
         self.qpos, self.qvel, self.ctrl = self.views["qpos"], self.views["qvel"], self.views["ctrl"]
-        self.batch.reset(None)  # every lane at the model's defaults, derived fields current
+        self.batch.reset(None, stage=mujoco.mjtStage.mjSTAGE_NONE)  # every lane at the model's defaults
+        # A full reset writes this row: the same as Batch.reset, without a call into the pool.
+        self._default_state = self.batch.state[0].copy()
+        if self.sensing is None:
+            self.batch.forward(None, stage=mujoco.mjtStage.mjSTAGE_VEL)
         self._sense(None)
         self._unstable_count = self._unstable()
 
@@ -119,7 +123,7 @@ class MujocoBatchSim:
             return
         idx = torch.from_numpy(ids)
         if full:
-            self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
+            self.batch.state[ids] = self._default_state
         self.qpos[idx] = qpos.to(torch.float64)
         self.qvel[idx] = qvel.to(torch.float64)
         if self.sensing is None:
