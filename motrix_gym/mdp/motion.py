@@ -93,15 +93,21 @@ class MotionCommand:
         self.smooth = torch.where(near, smoothing ** (j - i).float(), 0.0).to(dev)
         self.failures = torch.zeros(nb, device=dev)
         self.probs = torch.full((nb,), 1.0 / nb, device=dev)
-        J = corpus.joint_pos.shape[1]
-        self.joint_pos = torch.zeros(L, J, device=dev)
-        self.joint_vel = torch.zeros(L, J, device=dev)
-        self.body_pos_w = torch.zeros(L, B, 3, device=dev)
-        self.body_quat_w = torch.zeros(L, B, 4, device=dev)
-        self.body_lin_vel_w = torch.zeros(L, B, 3, device=dev)
-        self.body_ang_vel_w = torch.zeros(L, B, 3, device=dev)
-        self.anchor_pos_w = torch.zeros(L, 3, device=dev)
-        self.anchor_quat_w = torch.zeros(L, 4, device=dev)
+        # Everything the reference at a frame holds, packed in one row per frame: refreshing a
+        # lane is one contiguous gather, not eight scattered ones over every body of the corpus.
+        parts = (corpus.joint_pos, corpus.joint_vel, corpus.body_pos_w[:, self.bodies],
+                 corpus.body_quat_w[:, self.bodies], corpus.body_lin_vel_w[:, self.bodies],
+                 corpus.body_ang_vel_w[:, self.bodies], corpus.body_pos_w[:, self.anchor],
+                 corpus.body_quat_w[:, self.anchor])
+        self.table = torch.cat([x.reshape(x.shape[0], -1) for x in parts], dim=-1).to(dev)
+        self.reference = torch.zeros(L, self.table.shape[1], device=dev)
+        views, start = [], 0
+        for x in parts:
+            size = math.prod(x.shape[1:])
+            views.append(self.reference[:, start:start + size].unflatten(-1, x.shape[1:]))
+            start += size
+        (self.joint_pos, self.joint_vel, self.body_pos_w, self.body_quat_w, self.body_lin_vel_w,
+         self.body_ang_vel_w, self.anchor_pos_w, self.anchor_quat_w) = views
         self.body_pos_rel_w = torch.zeros(L, B, 3, device=dev)  # re-anchored to the robot
         self.body_quat_rel_w = torch.zeros(L, B, 4, device=dev)
 
@@ -113,16 +119,7 @@ class MotionCommand:
                 self.c.body_ang_vel_w[f, 0])
 
     def refresh(self, env: Context) -> None:
-        f = self.frame
-        self.joint_pos.copy_(self.c.joint_pos[f])
-        self.joint_vel.copy_(self.c.joint_vel[f])
-        fb = f.unsqueeze(-1), self.bodies.unsqueeze(0)
-        self.body_pos_w.copy_(self.c.body_pos_w[fb])
-        self.body_quat_w.copy_(self.c.body_quat_w[fb])
-        self.body_lin_vel_w.copy_(self.c.body_lin_vel_w[fb])
-        self.body_ang_vel_w.copy_(self.c.body_ang_vel_w[fb])
-        self.anchor_pos_w.copy_(self.c.body_pos_w[f, self.anchor])
-        self.anchor_quat_w.copy_(self.c.body_quat_w[f, self.anchor])
+        self.reference.copy_(self.table[self.frame])
         robot_pos, robot_quat = env.xpos[:, self.anchor_body], env.xquat[:, self.anchor_body]
         delta_pos = torch.cat((robot_pos[:, :2], self.anchor_pos_w[:, 2:]), dim=-1)
         delta_quat = yaw_quat(quat_mul(robot_quat, quat_conjugate(self.anchor_quat_w))).unsqueeze(1)
