@@ -65,8 +65,9 @@ class MotrixVectorEnv(VectorEnv):
         progress: show a progress bar while the runtime compiles.
         current_kinematics: after the physics substeps, bring body poses, velocities and sensors
             to the new state (default), through a cut-down sensing model (see
-            ``scene.build_sensing_model``). False leaves them at the start of the last substep,
-            as a plain ``mj_step`` does, and saves that pass (~4% of a step).
+            ``scene.build_sensing_model``). False reads them from the physics batch, where they
+            describe the start of the last substep (as a plain ``mj_step`` leaves them); its
+            model then computes sensors every substep, which costs about as much as that pass.
         **task_options: make-time options of the task.
     """
 
