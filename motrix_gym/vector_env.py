@@ -326,8 +326,8 @@ class MotrixVectorEnv(VectorEnv):
         return t.to(torch.float32)
 
     def _episode_info(self, done: Tensor, info: dict[str, Any]) -> None:
-        """Per-lane episode results for lanes that ended, and the env-level log. In numpy: a
-        dozen small ops, each several times cheaper than torch's eager dispatch."""
+        """Per-lane episode results for lanes that ended, and the env-level log (in numpy, whose
+        small ops dispatch faster than torch's)."""
         rt, n = self.runtime, self.num_envs
         d = done[:n].numpy()
         col = d[:, None]

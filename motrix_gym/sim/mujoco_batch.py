@@ -114,7 +114,8 @@ class MujocoBatchSim:
         return np.zeros(0, dtype=np.int64)
 
     def reset(self, ids: np.ndarray, qpos: Tensor, qvel: Tensor, full: bool = True) -> None:
-        """Reset lanes ``ids`` (sorted, unique) to ``qpos``/``qvel`` rows and forward them.
+        """Reset lanes ``ids`` (sorted, unique) to ``qpos``/``qvel`` rows and bring their derived
+        fields up to date (the sensing batch's forward pass, or the physics batch's without one).
 
         ``full`` also clears everything else of the lanes (time, warm start, controls); without
         it only positions and velocities are written (a push, a teleport mid-episode).
