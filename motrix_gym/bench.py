@@ -5,14 +5,16 @@ For each task and lane count, in one process:
 - **env**: ``env.step(actions)`` with fixed random actions, each step timed on its own (full step:
   validation, action term, physics, evaluate, autoreset, observe, numpy outputs). Before each
   step, untimed, the batch's complete state (qpos, qvel, warm start, ...) is recorded.
-- **raw**: a bare ``mujoco.batch.Batch`` of the same compiled model, lanes and threads replays
-  those states: state restored (untimed), then ``ctrl[:] = targets; step(nstep=decimation)`` timed,
+- **raw**: a bare ``mujoco.batch.Batch`` of the same compiled physics model (with
+  ``current_kinematics`` its sensors are off: the env reads them from the sensing model), lanes and
+  threads replays those states: state restored (untimed), then ``ctrl[:] = targets;
+  step(nstep=decimation)`` timed,
   with the targets the env computed. It simulates exactly what the env simulated (same contacts,
   resets, warm starts, changing controls), so the ratio isolates the framework's overhead.
 - env and raw passes alternate ``--repeats`` times; medians are reported.
-- **runtime**: the read and step graphs (read the sim; evaluate + observe every lane), the reset graph and the observe
-  graph alone (compiled as configured, and eager), median per call; reset and observe are timed
-  with every lane masked (their cost does not depend on the mask).
+- **runtime**: the read and step graphs (read the sim; evaluate + observe every lane), the reset
+  graph and the observe graph alone (compiled as configured, and eager), median per call; reset
+  and observe are timed with every lane masked (their cost does not depend on the mask).
 - **RSS per lane**: resident memory after warm-up minus that before the env was made (torch and
   MuJoCo already imported), divided by lanes.
 - **first step**: seconds from ``make_vec`` to the end of the first step (compilation included).
