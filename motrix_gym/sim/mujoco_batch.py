@@ -85,21 +85,21 @@ class MujocoBatchSim:
         state) or found non-finite or huge values (and reset the lane to the model's defaults).
         """
         failed = np.zeros(0, dtype=np.int64)
-        try:
-            self.batch.step(ids, nstep=nstep)
-        except mjbatch.SimulationError as e:
-            failed = np.asarray(e.ids, dtype=np.int64)
-        failed = np.union1d(failed, self._sense(ids))
+        for call in (lambda: self.batch.step(ids, nstep=nstep), lambda: self._sense(ids)):
+            try:
+                call()
+            except mjbatch.SimulationError as e:
+                failed = np.union1d(failed, np.asarray(e.ids, dtype=np.int64))
         count = self._unstable()
         warned = np.flatnonzero(count != self._unstable_count)
         self._unstable_count = count
         return np.union1d(failed, warned) if len(warned) else failed
 
-    def _sense(self, ids: np.ndarray | None) -> np.ndarray:
+    def _sense(self, ids: np.ndarray | None) -> None:
         """Forward lanes ``ids`` (all when None) of the sensing batch from the physics batch's
-        positions and velocities; the ids of lanes where MuJoCo raised."""
+        positions and velocities (MuJoCo's ``SimulationError`` passes through)."""
         if self.sensing is None:
-            return np.zeros(0, dtype=np.int64)
+            return
         qpos, qvel = self._sensed
         if ids is None:
             qpos.copy_(self.qpos)
@@ -107,11 +107,7 @@ class MujocoBatchSim:
         else:
             idx = torch.from_numpy(ids).long()
             qpos[idx], qvel[idx] = self.qpos[idx], self.qvel[idx]
-        try:
-            self.sensing.forward(ids, stage=mujoco.mjtStage.mjSTAGE_VEL)
-        except mjbatch.SimulationError as e:
-            return np.asarray(e.ids, dtype=np.int64)
-        return np.zeros(0, dtype=np.int64)
+        self.sensing.forward(ids, stage=mujoco.mjtStage.mjSTAGE_VEL)
 
     def reset(self, ids: np.ndarray, qpos: Tensor, qvel: Tensor, full: bool = True) -> None:
         """Reset lanes ``ids`` (sorted, unique) to ``qpos``/``qvel`` rows and bring their derived
