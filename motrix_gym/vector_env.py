@@ -367,7 +367,7 @@ class MotrixVectorEnv(VectorEnv):
 
     def _out(self, t: Tensor) -> Any:
         """A small per-lane result (always a fresh copy)."""
-        return t.clone().to(self.device) if self.output == "torch" else t.numpy().copy()
+        return self._out_np(t.numpy().copy())
 
     def _out_np(self, a: np.ndarray) -> Any:
         """A fresh numpy array as a per-lane result."""
