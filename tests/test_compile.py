@@ -147,8 +147,39 @@ def test_many_compiled_envs_in_one_process(monkeypatch):
         env.close()
 
 
+def test_graph_calls_skip_dynamo_once_compiled():
+    from motrix_gym.runtime.graph import Graph
+
+    x = torch.zeros(3)
+
+    def bump(k) -> None:
+        x.add_(k)
+
+    g = Graph(bump, compile=True)
+    assert g.direct is None
+    g(torch.tensor(1.0))  # compiles
+    assert g.direct is not None and g._call == g.direct
+    g(torch.tensor(2.0))
+    g.check(True)
+    assert g.direct is None and g._call == g.compiled
+    g(torch.tensor(3.0))
+    assert torch.equal(x, torch.full((3,), 6.0))
+    eager = Graph(bump, compile=False)
+    eager(1.0)
+    assert eager.compiled is None and torch.equal(x, torch.full((3,), 7.0))
+    baked = Graph(bump, compile=True)  # a number is a constant of the graph: Dynamo must guard it
+    baked(1.0)
+    assert baked.direct is None
+    baked(2.0)
+    assert torch.equal(x, torch.full((3,), 10.0))
+
+
 def test_skipped_guard_checks_change_nothing(compiled):
-    """Steps run without Dynamo's guard checks by default; with them on, every number is the same."""
+    """Steps run without Dynamo (and its guard checks) by default; through it, every number is
+    the same."""
+    rt = compiled.runtime
+    used = [g for g in rt._graphs if g.compiled is not None and g._ready]
+    assert len(used) >= 4 and all(g._call == g.direct for g in used)
     acts = random_actions(20, 16, 29, std=2.0, seed=11)
     runs = []
     for check in (False, True):

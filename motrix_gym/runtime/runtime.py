@@ -1,13 +1,14 @@
 """TorchManagerRuntime: executes a resolved task over a batched simulation.
 
-Four kinds of graph run per step, each compiled once with ``torch.compile(fullgraph=True)``
-(or run eagerly with ``compile=False``; the closures are the same):
+Four kinds of graph run per step, each compiled once with ``torch.compile(fullgraph=True)`` and
+then called without Dynamo (``runtime.graph``), or run eagerly with ``compile=False`` (the
+closures are the same):
 
 - ``read``: the sim's float64 arrays into the float32 context, divergence flags.
 - ``step`` (one per set of observed groups): ``evaluate`` -- command update -> rewards
   (weight * dt) -> terminations -> command advance, episode bookkeeping, events -- then every
-  group observed for every lane. One graph, not two: each call costs a fixed ~0.2 ms of dispatch
-  and cold caches after the physics, whatever the lane count.
+  group observed for every lane. One graph, not two: each call has a fixed cost, whatever the
+  lane count, which the cold caches after the physics make larger.
 - ``reset(mask)``: command resets and reset terms for the masked lanes, full batch, masked.
 - ``observe[group](out, mask)``: one graph per observation group, written into ``out`` for the
   masked lanes: lanes that were reset, or rewritten by an event, after the step graph.
@@ -19,8 +20,6 @@ which buffer to observe into.
 from __future__ import annotations
 
 import contextlib
-import itertools
-import types
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -29,35 +28,12 @@ from torch import Tensor
 
 from motrix_gym.manager.resolver import ResolvedProgram, ResolvedTerm, TaskConfigError
 from motrix_gym.runtime.context import Context
+from motrix_gym.runtime.graph import Graph
 from motrix_gym.sim.mujoco_batch import MujocoBatchSim
 
 
 def _call(term: ResolvedTerm, env: Context, *args: object) -> Tensor:
     return term.func(env, *args, **term.params)
-
-
-_instances = itertools.count()
-
-# A C++ wrapper calls the graph's kernels without Python in between: the evaluate graph of 64 G1
-# lanes takes 0.17 ms instead of 0.42 ms, most of which was the Python wrapper's per-kernel work.
-INDUCTOR_OPTIONS = {"cpp_wrapper": True}
-
-
-def own_code(fn: Callable) -> Callable:
-    """``fn`` (a function or bound method) with a code object of its own.
-
-    Dynamo caches compiled graphs on the code object and guards them on the objects they close
-    over. Every runtime would otherwise add a recompilation of the same ``_evaluate`` code: past
-    ``recompile_limit`` (8) runtimes in one process compiling fails, and each call checks the
-    guards of every runtime ever made. A private code object per runtime avoids both, and its
-    graphs are freed with it.
-    """
-    bound = isinstance(fn, types.MethodType)
-    f = fn.__func__ if bound else fn
-    code = f.__code__.replace(co_name=f"{f.__code__.co_name}_{next(_instances)}")
-    g = types.FunctionType(code, f.__globals__, code.co_name, f.__defaults__, f.__closure__)
-    g.__kwdefaults__ = f.__kwdefaults__
-    return types.MethodType(g, fn.__self__) if bound else g
 
 
 @contextlib.contextmanager
@@ -86,9 +62,8 @@ class TorchManagerRuntime:
         self.program = program
         self.sim = sim
         self.compiled = compile
-        # Each compiled graph has one version, over buffers this runtime owns and never reshapes:
-        # its guards (~0.1 ms a call) can only pass. Tests turn the checks on to prove that.
-        self.check_guards = False
+        self._graphs: list[Graph] = []
+        self._check_guards = False
         self.lane_offset = lane_offset
         task, m = program.task, sim.model
         n = self.num_envs = sim.num_envs
@@ -143,19 +118,36 @@ class TorchManagerRuntime:
         self._probe_scalar("reward", program.rewards, torch.float32)
         self._probe_scalar("termination", program.terminations, torch.bool)
 
-        wrap: Callable[[Callable], Callable] = (
-            (lambda f: torch.compile(own_code(f), fullgraph=True, dynamic=False, options=INDUCTOR_OPTIONS))
-            if compile else (lambda f: f))
-        self._wrap = wrap
         # Its own graph: fused into the step graph, Inductor recomputes the float64 -> float32
         # conversion inside every consumer (measured at 2048 G1 lanes: 8.5 ms fused, 2 + 3.3 apart).
-        self.read = wrap(self._read)
-        self.evaluate = wrap(self._evaluate)  # alone only in tests
-        self._reset_graph = wrap(self._reset)
-        self.observe_graphs = {g: wrap(self._observer(g)) for g in program.observations}
-        self._step_graphs: dict[tuple[str, ...], Callable[..., None]] = {}
+        self.read = self._graph(self._read)
+        self.evaluate = self._graph(self._evaluate)  # alone only in tests
+        self._reset_graph = self._graph(self._reset)
+        self.observe_graphs = {g: self._graph(self._observer(g)) for g in program.observations}
+        self._step_graphs: dict[tuple[str, ...], Graph] = {}
         self._all = torch.ones(L, dtype=torch.bool)
         self._rng_before_obs = ctx.rng.state.clone()
+
+    def _graph(self, fn: Callable) -> Graph:
+        g = Graph(fn, self.compiled)
+        g.check(self._check_guards)
+        self._graphs.append(g)
+        return g
+
+    @property
+    def check_guards(self) -> bool:
+        """Whether compiled graphs run through Dynamo with their guards checked (off by default).
+
+        Each compiled graph has one version, over buffers this runtime owns and never replaces
+        or reshapes: its guards can only pass, so graphs skip Dynamo (``runtime.graph``). Tests
+        turn the checks on to prove that."""
+        return self._check_guards
+
+    @check_guards.setter
+    def check_guards(self, on: bool) -> None:
+        self._check_guards = on
+        for g in self._graphs:
+            g.check(on)
 
     def running(self, threads: int) -> contextlib.ExitStack:
         """The context for calls into the runtime: ``threads`` torch threads and, unless
@@ -281,7 +273,7 @@ class TorchManagerRuntime:
         """The graph ``(*outs) -> None``: evaluate, then observe ``groups`` into ``outs`` for every
         lane (the RNG state between the two is kept for lanes observed again after an event)."""
         if groups not in self._step_graphs:
-            self._step_graphs[groups] = self._wrap(self._evaluate_observe(groups))
+            self._step_graphs[groups] = self._graph(self._evaluate_observe(groups))
         return self._step_graphs[groups]
 
     def _evaluate_observe(self, groups: tuple[str, ...]) -> Callable[..., None]:
