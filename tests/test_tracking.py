@@ -48,7 +48,7 @@ def test_kinematic_replay(clip):
     for f in range(1, last + 1):
         cmd.frame.fill_(f)
         mo.reset_to_motion(ctx, every, "motion")  # the robot at frame f, no noise
-        rt.sim.reset(np.array([0], np.int32), ctx.qpos[:1], ctx.qvel[:1], full=False)
+        rt.sim.reset(np.array([0], np.int32), ctx.qpos[:1].numpy(), ctx.qvel[:1].numpy(), full=False)
         cmd.frame.fill_(f - 1)
         rt.read()
         rt.evaluate()  # the command advances to frame f and scores the robot against it

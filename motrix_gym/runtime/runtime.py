@@ -330,11 +330,10 @@ class TorchManagerRuntime:
 
     def read_lanes(self, ids: np.ndarray) -> None:
         """Copy lanes ``ids`` (just written by a reset or an event, so finite) from the sim."""
-        ctx, sim = self.ctx, self.sim
-        idx = torch.from_numpy(ids).long()
+        ctx, arrays = self.ctx, self.sim.arrays
         for name in self.program.reads:
-            getattr(ctx, name)[idx] = sim.views[name][idx].float()
-        ctx.diverged[idx] = False
+            getattr(ctx, name).numpy()[ids] = arrays[name][ids]
+        ctx.diverged.numpy()[ids] = False
 
     def step(self, actions: Tensor, outs: dict[str, Tensor], ids: np.ndarray | None = None) -> None:
         """Apply actions, run the physics for lanes ``ids`` (all when None), evaluate, and observe
@@ -364,8 +363,8 @@ class TorchManagerRuntime:
     def _write_lanes(self, mask: Tensor, full: bool) -> None:
         """Write the context's qpos/qvel of the real lanes in ``mask`` into the simulation
         (``full``: as a reset), forward them and read them back."""
-        ids = torch.nonzero(mask[:self.num_envs]).flatten().numpy().astype(np.int32)
-        self.sim.reset(ids, self.ctx.qpos[ids], self.ctx.qvel[ids], full=full)
+        ids = np.flatnonzero(mask[:self.num_envs].numpy()).astype(np.int32)
+        self.sim.reset(ids, self.ctx.qpos.numpy()[ids], self.ctx.qvel.numpy()[ids], full=full)
         self.read_lanes(ids)
 
     def reset(self, mask: Tensor) -> None:

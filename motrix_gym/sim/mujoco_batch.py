@@ -57,14 +57,14 @@ class MujocoBatchSim:
         self.batch = mjbatch.Batch(model, num_envs, self.nthread)
         self.sensing = None if sensing is None else mjbatch.Batch(sensing, num_envs, self.nthread)
         derived = self.batch if self.sensing is None else self.sensing
-        self.views: dict[str, Tensor] = {}
+        # The same memory as numpy arrays: indexing a few lanes costs less in numpy than in torch.
+        self.arrays = {name: (self.batch if name in STATE else derived).bind(name) for name in (*reads, *STATE)}
         with warnings.catch_warnings():
             # Derived fields are read-only numpy arrays; the tensors over them are only read.
             warnings.simplefilter("ignore", UserWarning)
-            for name in (*reads, *STATE):
-                self.views[name] = torch.from_numpy((self.batch if name in STATE else derived).bind(name))
-            if self.sensing is not None:
-                self._sensed = torch.from_numpy(self.sensing.bind("qpos")), torch.from_numpy(self.sensing.bind("qvel"))
+            self.views: dict[str, Tensor] = {name: torch.from_numpy(a) for name, a in self.arrays.items()}
+        if self.sensing is not None:
+            self._sensed = self.sensing.bind("qpos"), self.sensing.bind("qvel")
         self.qpos, self.qvel, self.ctrl = self.views["qpos"], self.views["qvel"], self.views["ctrl"]
         self.batch.reset(None, stage=mujoco.mjtStage.mjSTAGE_NONE)  # every lane at the model's defaults
         # A full reset writes this row: the same as Batch.reset, without a call into the pool.
@@ -100,17 +100,17 @@ class MujocoBatchSim:
         positions and velocities (MuJoCo's ``SimulationError`` passes through)."""
         if self.sensing is None:
             return
-        qpos, qvel = self._sensed
+        (qpos, qvel), a = self._sensed, self.arrays
         if ids is None:
-            qpos.copy_(self.qpos)
-            qvel.copy_(self.qvel)
+            np.copyto(qpos, a["qpos"])
+            np.copyto(qvel, a["qvel"])
         else:
-            idx = torch.from_numpy(ids).long()
-            qpos[idx], qvel[idx] = self.qpos[idx], self.qvel[idx]
+            qpos[ids], qvel[ids] = a["qpos"][ids], a["qvel"][ids]
         self.sensing.forward(ids, stage=mujoco.mjtStage.mjSTAGE_VEL)
 
-    def reset(self, ids: np.ndarray, qpos: Tensor, qvel: Tensor, full: bool = True) -> None:
-        """Reset lanes ``ids`` (sorted, unique) to ``qpos``/``qvel`` rows and bring their derived
+    def reset(self, ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray, full: bool = True) -> None:
+        """Reset lanes ``ids`` (sorted, unique) to ``qpos``/``qvel`` rows (numpy arrays, any float
+        dtype) and bring their derived
         fields up to date (the sensing batch's forward pass, or the physics batch's without one).
 
         ``full`` also clears everything else of the lanes (time, warm start, controls); without
@@ -118,11 +118,10 @@ class MujocoBatchSim:
         """
         if len(ids) == 0:
             return
-        idx = torch.from_numpy(ids)
         if full:
             self.batch.state[ids] = self._default_state
-        self.qpos[idx] = qpos.to(torch.float64)
-        self.qvel[idx] = qvel.to(torch.float64)
+        self.arrays["qpos"][ids] = qpos
+        self.arrays["qvel"][ids] = qvel
         if self.sensing is None:
             self.batch.forward(ids, stage=mujoco.mjtStage.mjSTAGE_VEL)
         else:  # the physics batch's next step computes everything from the state anyway
@@ -132,6 +131,7 @@ class MujocoBatchSim:
     def close(self) -> None:
         """Free the lanes and MuJoCo's thread pool (every view of the batch is dropped)."""
         self.views.clear()
+        self.arrays.clear()
         self._sensed = ()
         self.qpos = self.qvel = self.ctrl = None  # type: ignore[assignment]
         self.batch = self.sensing = None  # type: ignore[assignment]
