@@ -87,7 +87,7 @@ def build_sensing_model(scene: SceneConfig, sim_dt: float) -> mujoco.MjModel:
     and, from the same ``qpos``/``qvel``, ``xpos``, ``xquat``, ``cvel``, ``subtree_com`` and
     those sensors come out bit for bit the same. Nothing else is computed: no actuators, joint
     limits, springs, dampers or gravity, and only the geoms of contact-sensor bodies collide,
-    with the ground only. This pass costs about a third of the physics model's (G1: 3.4 vs
+    with the ground only, each contact with one constraint row (condim 1). This pass costs about a third of the physics model's (G1: 3.4 vs
     5.5 ms for 512 lanes). Acceleration-stage sensors are not computed here (zeros).
     """
     spec = build_spec(scene, sim_dt)
@@ -100,6 +100,7 @@ def build_sensing_model(scene: SceneConfig, sim_dt: float) -> mujoco.MjModel:
         else:  # collides with the ground (contype 1, conaffinity 1) exactly when it would there
             touches = geom.parent.name in sensing and bool((geom.contype | geom.conaffinity) & 1)
             geom.contype, geom.conaffinity = int(touches), 0
+        geom.condim = 1  # a contact is found all the same, with one constraint row instead of 4
     for joint in spec.joints:
         joint.limited = mujoco.mjtLimited.mjLIMITED_FALSE
     off = mujoco.mjtDisableBit
