@@ -149,7 +149,8 @@ class MotrixVectorEnv(VectorEnv):
         self._pending = torch.zeros(num_envs, dtype=torch.bool)  # ended, awaiting (next-step) reset
         self._seeded = False
         self._has_reset = False
-        self.log: dict[str, float] = {"Physics/diverged_lanes": 0.0}
+        self._diverged = 0  # lanes whose physics diverged, since make
+        self._ended: tuple[np.ndarray, np.ndarray] | None = None  # per-term means and counts, last ends
         self._renderer = None
         self._closed = False
 
@@ -229,18 +230,18 @@ class MotrixVectorEnv(VectorEnv):
         rt.step(a, nxt, ids)  # every lane observed into nxt: final observations of lanes that end
         if ids is not None:
             rt.ctx.rng.state.copy_(torch.where(full, rng_state, rt.ctx.rng.state))
-        done = (rt.terminated | rt.truncated) & rt.real
-        if restart is not None:
-            done[:n] &= ~restart
         info: dict[str, Any] = {}
-        diverged = rt.ctx.diverged[:n]
-        if bool(diverged.any()):
-            self.log["Physics/diverged_lanes"] += float(diverged.sum())
-        reward = rt.reward[:n].clone()
-        terminated = rt.terminated[:n].clone()
-        truncated = rt.truncated[:n].clone()
+        if rt.any_diverged:
+            self._diverged += int(rt.ctx.diverged[:n].sum())
+        # Fresh arrays, never written again by the env.
+        reward, terminated, truncated = (x[:n].numpy().copy() for x in (rt.reward, rt.terminated, rt.truncated))
+        done, any_done = rt.done, rt.any_ended
+        if restart is not None and any_done:
+            done = done.clone()
+            done[:n] &= ~restart
+            any_done = bool(done.any())
         again = None  # lanes reset now, observed again
-        if bool(done.any()):
+        if any_done:
             self._episode_info(done, info)
             if mode == AutoresetMode.SAME_STEP:
                 for g in self.obs_groups:
@@ -253,14 +254,14 @@ class MotrixVectorEnv(VectorEnv):
         if ids is not None:
             rt.reset(full)
             self._pending &= ~restart
-            reward[restart] = 0.0
-            terminated[restart] = False
-            truncated[restart] = False
+            r = restart.numpy()
+            reward[r], terminated[r], truncated[r] = 0.0, False, False
             again = full if again is None else again | full
         if again is not None:
             for g in self.obs_groups:
                 rt.observe(g, nxt[g], again)
-        return self._out_obs(nxt), self._out(reward), self._out(terminated), self._out(truncated), info
+        out = self._out_np
+        return self._out_obs(nxt), out(reward), out(terminated), out(truncated), info
 
     def render(self) -> np.ndarray | None:
         self._check_open()
@@ -326,16 +327,16 @@ class MotrixVectorEnv(VectorEnv):
         return t.to(torch.float32)
 
     def _episode_info(self, done: Tensor, info: dict[str, Any]) -> None:
-        """Per-lane episode results for lanes that ended, and the env-level log (in numpy, whose
-        small ops dispatch faster than torch's)."""
+        """Per-lane episode results for lanes that ended, and the figures of ``log`` (in numpy,
+        whose small ops dispatch faster than torch's)."""
         rt, n = self.runtime, self.num_envs
         d = done[:n].numpy()
         col = d[:, None]
         sums = rt.episode_sums[:n].numpy() * col  # fresh (n, terms) arrays, split in columns
         flags = rt.termination_terms[:n].numpy() & col
         out = self._out_np
-        info["reward_terms"] = {k: out(sums[:, i]) for i, k in enumerate(rt.reward_names)}
-        info["termination_terms"] = {k: out(flags[:, i]) for i, k in enumerate(rt.termination_names)}
+        info["reward_terms"] = dict(zip(rt.reward_names, map(out, sums.T)))
+        info["termination_terms"] = dict(zip(rt.termination_names, map(out, flags.T)))
         info["_reward_terms"], info["_termination_terms"] = out(d.copy()), out(d.copy())
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
             ret = np.where(d, rt.episode_return[:n].numpy(), np.float32(0.0))
@@ -345,13 +346,24 @@ class MotrixVectorEnv(VectorEnv):
             final["episode"] = {"r": out(ret), "l": out(length)}
             final["_episode"] = out(d.copy())
             info["final_info"], info["_final_info"] = final, out(d.copy())
-        mean_sums = (sums.sum(0) / d.sum() / self.task.episode_length_s).tolist()
-        fired = flags.sum(0).tolist()
-        self.log.update({f"Episode_Reward/{k}": v for k, v in zip(rt.reward_names, mean_sums)})
-        self.log.update({f"Episode_Termination/{k}": float(v) for k, v in zip(rt.termination_names, fired)})
+        self._ended = sums.sum(0) / d.sum() / self.task.episode_length_s, flags.sum(0)
+
+    @property
+    def log(self) -> dict[str, float]:
+        """Isaac-Lab-style aggregates: ``Episode_Reward/<term>`` (mean episode sum per second) and
+        ``Episode_Termination/<term>`` (how many lanes it ended) over the lanes that ended at the
+        last step where any did; ``Physics/diverged_lanes`` since make; the commands' own
+        figures (``Motion/...``) as they are now."""
+        rt = self.runtime
+        log = {"Physics/diverged_lanes": float(self._diverged)}
+        if self._ended is not None:
+            means, fired = self._ended
+            log.update({f"Episode_Reward/{k}": float(v) for k, v in zip(rt.reward_names, means)})
+            log.update({f"Episode_Termination/{k}": float(v) for k, v in zip(rt.termination_names, fired)})
         for c in rt.ctx.commands.values():
             if hasattr(c, "log"):
-                self.log.update(c.log())
+                log.update(c.log())
+        return log
 
     def _final_obs_info(self, done: Tensor) -> tuple[Any, Any]:
         n = self.num_envs
@@ -364,10 +376,6 @@ class MotrixVectorEnv(VectorEnv):
             per = {g: arrays[g][i].copy() for g in self.obs_groups}
             out[i] = per[self.obs_groups[0]] if len(per) == 1 else per
         return out, done.numpy().copy()
-
-    def _out(self, t: Tensor) -> Any:
-        """A small per-lane result (always a fresh copy)."""
-        return self._out_np(t.numpy().copy())
 
     def _out_np(self, a: np.ndarray) -> Any:
         """A fresh numpy array as a per-lane result."""

@@ -98,6 +98,11 @@ class TorchManagerRuntime:
         self.reward = torch.zeros(L)
         self.termination_terms = torch.zeros(L, len(program.terminations), dtype=torch.bool)
         self.terminated, self.truncated = ctx.terminated, ctx.truncated
+        self.done = torch.zeros(L, dtype=torch.bool)  # terminated or truncated, real lanes only
+        # Written by the step graph: whether any real lane ended, diverged, or was rewritten by an
+        # event; read in one call instead of three reductions.
+        self.flags = torch.zeros(3, dtype=torch.bool)
+        self.any_ended = self.any_diverged = False  # the first two flags, after each step
         self.event_steps = [(float(e.cfg.interval_s[0]) / task.step_dt, float(e.cfg.interval_s[1]) / task.step_dt)
                             for e in program.events]
         self.event_timers = torch.zeros(L, len(program.events))
@@ -149,14 +154,9 @@ class TorchManagerRuntime:
         for g in self._graphs:
             g.check(on)
 
-    def running(self, threads: int) -> contextlib.ExitStack:
-        """The context for calls into the runtime: ``threads`` torch threads and, unless
-        ``check_guards``, Dynamo's guard checks skipped."""
-        stack = contextlib.ExitStack()
-        stack.enter_context(torch_threads(threads))
-        if self.compiled and not self.check_guards:
-            stack.enter_context(torch.compiler.set_stance("default", skip_guard_eval_unsafe=True))
-        return stack
+    def running(self, threads: int) -> contextlib.AbstractContextManager:
+        """The context for calls into the runtime: ``threads`` torch threads."""
+        return torch_threads(threads)
 
     def warmup(self, groups: tuple[str, ...], progress: bool = True) -> None:
         """Compile every graph now (each runs once; the state is left for the first reset to
@@ -280,10 +280,14 @@ class TorchManagerRuntime:
         observers = [self._observer(g) for g in groups]
 
         def evaluate_observe(*outs: Tensor) -> None:
+            ctx = self.ctx
             self._evaluate()
-            self._rng_before_obs.copy_(self.ctx.rng.state)
+            self._rng_before_obs.copy_(ctx.rng.state)
             for observe, out in zip(observers, outs):
                 observe(out, self._all)
+            self.done.copy_((self.terminated | self.truncated) & self.real)
+            self.flags.copy_(torch.stack([self.done.any(), (ctx.diverged & self.real).any(),
+                                          (ctx.dirty & self.real).any()]))
 
         return evaluate_observe
 
@@ -339,20 +343,20 @@ class TorchManagerRuntime:
         """Apply actions, run the physics for lanes ``ids`` (all when None), evaluate, and observe
         every lane into ``outs`` (group -> (num_lanes, d) buffer)."""
         self.apply_action(actions)
-        failed = self.sim.step(self.program.task.decimation, ids)
-        self.failed.zero_()
-        self.failed[torch.from_numpy(failed)] = True
+        failed, fail = self.sim.step(self.program.task.decimation, ids), self.failed.numpy()
+        fail[:] = False
+        fail[failed] = True
         self.read()
         self.step_graph(tuple(outs))(*outs.values())
-        self._write_dirty(outs)
+        self.any_ended, self.any_diverged, dirty = self.flags.tolist()
+        if dirty:
+            self._write_dirty(outs)
 
     def _write_dirty(self, outs: dict[str, Tensor]) -> None:
         """Write lanes whose state an event rewrote into the simulation, then observe them again
         with the RNG draws of their first observation undone: they see the rewritten state, and
         their random streams advance exactly as if they had been observed once, afterwards."""
-        ctx, n = self.ctx, self.num_envs
-        if not bool(ctx.dirty[:n].any()):
-            return
+        ctx = self.ctx
         dirty = ctx.dirty.clone()
         self._write_lanes(dirty, full=False)
         ctx.dirty.fill_(False)
