@@ -30,6 +30,20 @@ INDUCTOR_OPTIONS = {"cpp_wrapper": True}
 _instances = itertools.count()
 
 
+def _code(fn: Callable) -> types.CodeType:
+    return (fn.__func__ if isinstance(fn, types.MethodType) else fn).__code__
+
+
+def _with_code(fn: Callable, code: types.CodeType) -> Callable:
+    """``fn`` (a function or bound method) running ``code``, with the same globals, closure,
+    defaults and ``self``."""
+    bound = isinstance(fn, types.MethodType)
+    f = fn.__func__ if bound else fn
+    g = types.FunctionType(code, f.__globals__, code.co_name, f.__defaults__, f.__closure__)
+    g.__kwdefaults__ = f.__kwdefaults__
+    return types.MethodType(g, fn.__self__) if bound else g
+
+
 def own_code(fn: Callable) -> Callable:
     """``fn`` (a function or bound method) with a code object of its own.
 
@@ -39,26 +53,15 @@ def own_code(fn: Callable) -> Callable:
     guards of every runtime ever made. A private code object per runtime avoids both, and its
     graphs are freed with it.
     """
-    bound = isinstance(fn, types.MethodType)
-    f = fn.__func__ if bound else fn
-    code = f.__code__.replace(co_name=f"{f.__code__.co_name}_{next(_instances)}")
-    g = types.FunctionType(code, f.__globals__, code.co_name, f.__defaults__, f.__closure__)
-    g.__kwdefaults__ = f.__kwdefaults__
-    return types.MethodType(g, fn.__self__) if bound else g
+    code = _code(fn)
+    return _with_code(fn, code.replace(co_name=f"{code.co_name}_{next(_instances)}"))
 
 
 def without_dynamo(fn: Callable) -> Callable | None:
     """The function Dynamo runs in place of ``fn`` (from ``own_code``), as a plain function, or
     None unless Dynamo holds exactly one compiled version of ``fn``'s code."""
-    bound = isinstance(fn, types.MethodType)
-    f = fn.__func__ if bound else fn
-    entries = _debug_get_cache_entry_list(f.__code__)
-    if len(entries) != 1:
-        return None
-    code = entries[0].code
-    g = types.FunctionType(code, f.__globals__, code.co_name, f.__defaults__, f.__closure__)
-    g.__kwdefaults__ = f.__kwdefaults__
-    return types.MethodType(g, fn.__self__) if bound else g
+    entries = _debug_get_cache_entry_list(_code(fn))
+    return _with_code(fn, entries[0].code) if len(entries) == 1 else None
 
 
 class Graph:

@@ -343,9 +343,10 @@ class TorchManagerRuntime:
         """Apply actions, run the physics for lanes ``ids`` (all when None), evaluate, and observe
         every lane into ``outs`` (group -> (num_lanes, d) buffer)."""
         self.apply_action(actions)
-        failed, fail = self.sim.step(self.program.task.decimation, ids), self.failed.numpy()
-        fail[:] = False
-        fail[failed] = True
+        failed = self.sim.step(self.program.task.decimation, ids)
+        flagged = self.failed.numpy()
+        flagged[:] = False
+        flagged[failed] = True
         self.read()
         self.step_graph(tuple(outs))(*outs.values())
         self.any_ended, self.any_diverged, dirty = self.flags.tolist()

@@ -110,8 +110,8 @@ class MujocoBatchSim:
 
     def reset(self, ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray, full: bool = True) -> None:
         """Reset lanes ``ids`` (sorted, unique) to ``qpos``/``qvel`` rows (numpy arrays, any float
-        dtype) and bring their derived
-        fields up to date (the sensing batch's forward pass, or the physics batch's without one).
+        dtype) and bring their derived fields up to date (the sensing batch's forward pass, or the
+        physics batch's without one).
 
         ``full`` also clears everything else of the lanes (time, warm start, controls); without
         it only positions and velocities are written (a push, a teleport mid-episode).
