@@ -39,10 +39,10 @@ class MujocoBatchSim:
     """``num_envs`` simulations of ``model`` stepped together.
 
     ``views`` maps each field in ``reads`` (and ``ctrl``) to a float64 torch tensor of shape
-    ``(num_envs, ...)`` sharing memory with the batch; ``qpos``, ``qvel`` and ``ctrl`` are also
-    attributes. Derived fields come from the sensing batch when ``sensing`` is given (current
-    at the new state), else from the physics batch (as MuJoCo's step leaves them: one substep
-    old).
+    ``(num_envs, ...)`` sharing memory with the batch (``arrays``: the same as numpy arrays);
+    ``qpos``, ``qvel`` and ``ctrl`` are also attributes. Derived fields come from the sensing
+    batch when ``sensing`` is given (current at the new state), else from the physics batch (as
+    MuJoCo's step leaves them: one substep old).
     """
 
     def __init__(self, model: mujoco.MjModel, num_envs: int, nthread: int | None = None,
