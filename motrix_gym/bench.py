@@ -7,10 +7,10 @@ For each task and lane count, in one process:
   step, untimed, the batch's complete state (qpos, qvel, warm start, ...) is recorded.
 - **raw**: a bare ``mujoco.batch.Batch`` of the same compiled physics model (with
   ``current_kinematics`` its sensors are off: the env reads them from the sensing model), lanes and
-  threads replays those states: state restored (untimed), then ``ctrl[:] = targets;
-  step(nstep=decimation)`` timed,
-  with the targets the env computed. It simulates exactly what the env simulated (same contacts,
-  resets, warm starts, changing controls), so the ratio isolates the framework's overhead.
+  threads replays those states: state restored (untimed), then
+  ``ctrl[:] = targets; step(nstep=decimation)`` timed, with the targets the env computed. It
+  simulates exactly what the env simulated (same contacts, resets, warm starts, changing
+  controls), so the ratio isolates the framework's overhead.
 - env and raw passes alternate ``--repeats`` times; medians are reported.
 - **runtime**: the read and step graphs (read the sim; evaluate + observe every lane), the reset
   graph and the observe graph alone (compiled as configured, and eager), median per call; reset

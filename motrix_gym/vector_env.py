@@ -157,7 +157,7 @@ class MotrixVectorEnv(VectorEnv):
     # ------------------------------------------------------------------------------------ api
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         self._check_open()
-        with self.runtime.running(self.torch_threads):
+        with torch_threads_ctx(self.torch_threads):
             return self._reset(seed, options)
 
     def _reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict]:
@@ -207,7 +207,7 @@ class MotrixVectorEnv(VectorEnv):
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")
         a = self._validate_actions(actions)
-        with self.runtime.running(self.torch_threads):
+        with torch_threads_ctx(self.torch_threads):
             return self._step(a)
 
     def _step(self, a: Tensor) -> tuple[Any, Any, Any, Any, dict]:

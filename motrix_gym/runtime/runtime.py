@@ -154,10 +154,6 @@ class TorchManagerRuntime:
         for g in self._graphs:
             g.check(on)
 
-    def running(self, threads: int) -> contextlib.AbstractContextManager:
-        """The context for calls into the runtime: ``threads`` torch threads."""
-        return torch_threads(threads)
-
     def warmup(self, groups: tuple[str, ...], progress: bool = True) -> None:
         """Compile every graph now (each runs once; the state is left for the first reset to
         overwrite). Inductor's on-disk cache makes this fast after the first time."""
