@@ -1,10 +1,12 @@
-"""The sensing batch: the same derived fields as a forward pass of the physics model, bit for bit."""
+"""The sensing batch: the derived fields a task reads, the same as a forward pass of the physics
+model, bit for bit."""
 
 import dataclasses
 
 import mujoco
 import numpy as np
 import pytest
+import torch
 from mujoco import batch as mjbatch
 
 from conftest import random_actions
@@ -19,7 +21,8 @@ DERIVED = ("xpos", "xquat", "cvel", "subtree_com", "sensordata")
 @pytest.mark.parametrize("task", REGISTERED)
 def test_sensing_equals_physics_forward(task):
     """Every lane, after steps with falls (contacts of the sensed bodies with the ground), resets
-    and pushes: the sensing batch's fields equal mjSTAGE_VEL forward of the physics model."""
+    and pushes: the fields the task reads, and the sensors of the stages it reads, equal those of
+    an mjSTAGE_VEL forward of the physics model."""
     n = 16
     env = MotrixVectorEnv(task, n, compile=False)
     env.reset(seed=0)
@@ -27,17 +30,18 @@ def test_sensing_equals_physics_forward(task):
     model = build_model(env.task.scene, env.task.sim_dt)  # the physics model, computing its sensors
     assert sim.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_SENSOR  # the env's does not
     reference = mjbatch.Batch(model, n, 1)
-    ref = {f: reference.bind(f) for f in DERIVED}
-    sensed = {f: sim.sensing.bind(f) for f in DERIVED}
-    exact = np.ones(model.nsensordata, bool)  # acceleration-stage sensors are not sensed
-    for i in np.flatnonzero(model.sensor_needstage == mujoco.mjtStage.mjSTAGE_ACC):
+    read = [f for f in DERIVED if f in env.runtime.program.reads]
+    ref = {f: reference.bind(f) for f in read}
+    sensed = {f: sim.sensing.bind(f) for f in read}
+    exact = np.ones(model.nsensordata, bool)  # sensors of later stages are not sensed
+    for i in np.flatnonzero(model.sensor_needstage > env.runtime.program.read_stage):
         exact[model.sensor_adr[i]:model.sensor_adr[i] + model.sensor_dim[i]] = False
     contacts = 0
     for a in random_actions(60, n, env.single_action_space.shape[0], std=2.0):
         env.step(a)
         reference.state[:] = sim.batch.state
         reference.forward(None, stage=mujoco.mjtStage.mjSTAGE_VEL)
-        for f in DERIVED:
+        for f in read:
             got, want = sensed[f], ref[f]
             if f == "sensordata":
                 got, want = got[:, exact], want[:, exact]
@@ -59,3 +63,23 @@ def test_acceleration_sensor_is_refused():
     cfg = dataclasses.replace(cfg, observations={**cfg.observations, "policy": policy})
     with pytest.raises(TaskConfigError, match="imu_lin_acc.*accelerations"):
         MotrixVectorEnv(cfg, 2, compile=False)
+
+
+def test_sensing_stops_at_the_stage_the_reads_need():
+    """Walking reads positions and contacts only: its sensing pass skips the velocity stage. A
+    velocity-stage sensor (the gyro) in a term, or body velocities (cvel), bring it back."""
+    from motrix_gym.envs import task_config
+    from motrix_gym.manager.terms import ObservationTerm, Sensor
+
+    def readings(env, sensors):
+        return torch.cat([env.sensordata[:, s.adr:s.adr + s.dim] for s in sensors], dim=-1)
+
+    POS, VEL = mujoco.mjtStage.mjSTAGE_POS, mujoco.mjtStage.mjSTAGE_VEL
+    cfg = task_config("G1WalkFlat")
+    assert MotrixVectorEnv(cfg, 2, compile=False).sim.stage == POS
+    assert MotrixVectorEnv("G1WbtDance", 2, compile=False).sim.stage == VEL  # reads cvel
+    policy = (*cfg.observations["policy"],
+              ObservationTerm("gyro", readings, params={"sensors": (Sensor("imu_ang_vel"),)}))
+    gyro = dataclasses.replace(cfg, observations={**cfg.observations, "policy": policy})
+    assert MotrixVectorEnv(gyro, 2, compile=False).sim.stage == VEL
+    assert MotrixVectorEnv(dataclasses.replace(cfg, extra_reads=("cvel",)), 2, compile=False).sim.stage == VEL

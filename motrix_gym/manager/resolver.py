@@ -99,10 +99,12 @@ class ResolvedProgram:
     default_qpos: Tensor  # (nq,) float32
     hinge: JointIndex  # all hinge/slide joints
     reads: tuple[str, ...]  # MjData fields copied into the context after every physics call
+    read_stage: int  # the mjtStage those fields and the sensors the terms read need: 1 position, 2 velocity
 
 
 BASE_READS = ("qpos", "qvel", "xpos", "xquat", "sensordata")
-EXTRA_READS = ("cvel", "subtree_com")  # fields a task may add (computed by mjSTAGE_VEL)
+EXTRA_READS = ("cvel", "subtree_com")  # fields a task may add
+VELOCITY_READS = ("cvel",)  # of the derived fields, those of the velocity stage
 
 
 def _match(kind: str, patterns: tuple[str, ...], names: tuple[str, ...], where: str) -> list[int]:
@@ -267,18 +269,29 @@ def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
                                       f"{hinge.names[i]!r} is outside its range [{lo}, {hi}]")
             default_qpos[int(hinge.qpos[i])] = value
 
-    return ResolvedProgram(
-        task=task,
-        model=model,
-        action=action,
-        commands=_resolve_terms("command", task.commands, model, 1, lambda t: t.cls),
-        rewards=_resolve_terms("reward", task.rewards, model, 1),
-        terminations=_resolve_terms("termination", task.terminations, model, 1),
-        resets=_resolve_terms("reset", task.resets, model, 2),
-        events=_resolve_terms("event", task.events, model, 2),
-        observations={g: _resolve_terms(f"observation[{g}]", ts, model, 1)
-                      for g, ts in task.observations.items()},
-        default_qpos=default_qpos,
-        hinge=hinge,
-        reads=BASE_READS + tuple(r for r in task.extra_reads if r not in BASE_READS),
-    )
+    terms = {
+        "commands": _resolve_terms("command", task.commands, model, 1, lambda t: t.cls),
+        "rewards": _resolve_terms("reward", task.rewards, model, 1),
+        "terminations": _resolve_terms("termination", task.terminations, model, 1),
+        "resets": _resolve_terms("reset", task.resets, model, 2),
+        "events": _resolve_terms("event", task.events, model, 2),
+    }
+    observations = {g: _resolve_terms(f"observation[{g}]", ts, model, 1) for g, ts in task.observations.items()}
+    reads = BASE_READS + tuple(r for r in task.extra_reads if r not in BASE_READS)
+    every = [t for ts in (*terms.values(), *observations.values()) for t in ts]
+    sensors = {s.name for t in every for s in _sensor_slices(tuple(t.params.values()))}
+    velocity = any(r in VELOCITY_READS for r in reads) or any(
+        model.sensor_stage[model.sensor_names.index(name)] == 2 for name in sensors)
+    return ResolvedProgram(task=task, model=model, action=action, **terms, observations=observations,
+                           default_qpos=default_qpos, hinge=hinge, reads=reads, read_stage=2 if velocity else 1)
+
+
+def _sensor_slices(values: tuple[Any, ...]) -> list[SensorSlice]:
+    """The sensors among resolved parameter values (nested in tuples)."""
+    out: list[SensorSlice] = []
+    for v in values:
+        if isinstance(v, SensorSlice):
+            out.append(v)
+        elif isinstance(v, tuple):
+            out += _sensor_slices(v)
+    return out
