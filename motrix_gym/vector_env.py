@@ -211,7 +211,7 @@ class MotrixVectorEnv(VectorEnv):
         with torch_threads_ctx(self.torch_threads):
             return self._step(a)
 
-    def _step(self, a: Tensor) -> tuple[Any, Any, Any, Any, dict]:
+    def _step(self, a: np.ndarray) -> tuple[Any, Any, Any, Any, dict]:
         rt, n, L = self.runtime, self.num_envs, self.runtime.ctx.num_lanes
         mode = self.autoreset_mode
         if mode == AutoresetMode.DISABLED and self._pending.any():
@@ -246,7 +246,7 @@ class MotrixVectorEnv(VectorEnv):
             self._episode_info(done, info)
             if mode == AutoresetMode.SAME_STEP:
                 for g in self.obs_groups:
-                    self._final_obs[g].copy_(nxt[g])
+                    np.copyto(self._final_obs[g].numpy(), nxt[g].numpy())
                 info["final_obs"], info["_final_obs"] = self._final_obs_info(done[:n])
                 rt.reset(done)
                 again = done
@@ -305,27 +305,25 @@ class MotrixVectorEnv(VectorEnv):
         self._cur = 1 - self._cur
         return self._obs[self._cur]
 
-    def _validate_actions(self, actions: Any) -> Tensor:
+    def _validate_actions(self, actions: Any) -> np.ndarray:
+        """``actions`` as a (num_envs, na) float32 array, read only (it may share their memory)."""
         shape = (self.num_envs, self.single_action_space.shape[0])
         if isinstance(actions, Tensor):
             if actions.device != self.device:
                 raise ValueError(f"actions are on device {actions.device}, the env expects {self.device}")
             if actions.is_complex() or actions.dtype == torch.bool:
                 raise ValueError(f"actions must have a real dtype, got {actions.dtype}")
-            t = actions.detach().cpu()
-            finite = lambda: bool(torch.isfinite(t).all()) if t.is_floating_point() else True
+            arr = actions.detach().cpu().to(torch.float32).numpy()
         else:
             arr = np.asarray(actions)
             if arr.dtype.kind not in "fiu":
                 raise ValueError(f"actions must have a real (float or integer) dtype, got {arr.dtype}")
-            t = torch.from_numpy(np.ascontiguousarray(arr))
-            finite = lambda: bool(np.isfinite(arr).all()) if arr.dtype.kind == "f" else True
-        if tuple(t.shape) != shape:
-            raise ValueError(f"actions must have shape {shape}, got {tuple(t.shape)}")
-        if not finite():
-            lanes = torch.nonzero(~torch.isfinite(t).all(-1)).flatten().tolist()
+        if arr.shape != shape:
+            raise ValueError(f"actions must have shape {shape}, got {arr.shape}")
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            lanes = np.flatnonzero(~np.isfinite(arr).all(-1)).tolist()
             raise ValueError(f"actions contain NaN or Inf in lanes {lanes[:10]}")
-        return t.to(torch.float32)
+        return arr.astype(np.float32, copy=False)
 
     def _episode_info(self, done: Tensor, info: dict[str, Any]) -> None:
         """Per-lane episode results for lanes that ended, and the figures of ``log`` (in numpy,
@@ -373,7 +371,7 @@ class MotrixVectorEnv(VectorEnv):
             return (dense[self.obs_groups[0]] if len(dense) == 1 else dense), done.to(self.device)
         arrays = {g: self._final_obs[g][:n].numpy() for g in self.obs_groups}
         out = np.full(n, None, dtype=object)
-        for i in torch.nonzero(done).flatten().tolist():
+        for i in np.flatnonzero(done.numpy()).tolist():
             per = {g: arrays[g][i].copy() for g in self.obs_groups}
             out[i] = per[self.obs_groups[0]] if len(per) == 1 else per
         return out, done.numpy().copy()
