@@ -313,7 +313,8 @@ class MotrixVectorEnv(VectorEnv):
                 raise ValueError(f"actions are on device {actions.device}, the env expects {self.device}")
             if actions.is_complex() or actions.dtype == torch.bool:
                 raise ValueError(f"actions must have a real dtype, got {actions.dtype}")
-            arr = actions.detach().cpu().to(torch.float32).numpy()
+            t = actions.detach().cpu()
+            arr = (t.float() if t.dtype == torch.bfloat16 else t).numpy()  # numpy has no bfloat16
         else:
             arr = np.asarray(actions)
             if arr.dtype.kind not in "fiu":
@@ -323,7 +324,8 @@ class MotrixVectorEnv(VectorEnv):
         if arr.dtype.kind == "f" and not np.isfinite(arr).all():
             lanes = np.flatnonzero(~np.isfinite(arr).all(-1)).tolist()
             raise ValueError(f"actions contain NaN or Inf in lanes {lanes[:10]}")
-        return arr.astype(np.float32, copy=False)
+        with np.errstate(over="ignore"):  # finite values beyond float32's range become inf, then clipped
+            return arr.astype(np.float32, copy=False)
 
     def _episode_info(self, done: Tensor, info: dict[str, Any]) -> None:
         """Per-lane episode results for lanes that ended, and the figures of ``log`` (in numpy,

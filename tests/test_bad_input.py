@@ -105,3 +105,28 @@ def test_unknown_reset_option():
     with pytest.raises(ValueError, match="reset option"):
         env.reset(options={"mask": np.ones(2, bool)})
     env.close()
+
+
+def test_bfloat16_actions_are_cast_like_their_float32_values():
+    a, b = make(2), make(2)
+    a.reset(seed=0)
+    b.reset(seed=0)
+    act = torch.randn(2, 29, generator=torch.Generator().manual_seed(2)).bfloat16()
+    ra, rb = a.step(act), b.step(act.float().numpy())
+    for x, y in zip(ra[:4], rb[:4]):
+        np.testing.assert_array_equal(x, y)
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("huge", [np.full((2, 29), 1e300), torch.full((2, 29), -1e300, dtype=torch.float64)])
+def test_finite_actions_beyond_float32_are_clipped_not_refused(huge):
+    """A finite float64 beyond float32's range is an out-of-bound action like any other."""
+    a, b = make(2), make(2)
+    a.reset(seed=0)
+    b.reset(seed=0)
+    bound = a.single_action_space.high if float(huge[0, 0]) > 0 else a.single_action_space.low
+    ra, rb = a.step(huge), b.step(np.broadcast_to(bound, (2, 29)))
+    np.testing.assert_array_equal(ra[0], rb[0])
+    a.close()
+    b.close()
