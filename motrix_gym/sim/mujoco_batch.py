@@ -23,8 +23,12 @@ from torch import Tensor
 
 READ_FIELDS = ("qpos", "qvel", "xpos", "xquat", "sensordata")
 STATE = ("qpos", "qvel", "ctrl")  # views of the physics batch's rows; every other read is derived
-UNSTABLE = [int(w) for w in (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
-                              mujoco.mjtWarning.mjWARN_BADQACC)]
+# MuJoCo's warnings of an unstable simulation: bad qpos, qvel, qacc, consecutive in mjtWarning (a
+# slice of the counters is a view).
+_W = mujoco.mjtWarning
+if not int(_W.mjWARN_BADQPOS) + 2 == int(_W.mjWARN_BADQVEL) + 1 == int(_W.mjWARN_BADQACC):
+    raise ImportError("mujoco's mjtWarning no longer lists BADQPOS, BADQVEL, BADQACC consecutively")
+UNSTABLE = slice(int(_W.mjWARN_BADQPOS), int(_W.mjWARN_BADQACC) + 1)
 
 
 def default_nthread() -> int:
@@ -78,11 +82,10 @@ class MujocoBatchSim:
         if self.sensing is None:
             self.batch.forward(None, stage=stage)
         self._sense(None)
-        self._unstable_count = self._unstable()
-
-    def _unstable(self) -> np.ndarray:
-        """Per lane, how often MuJoCo found a bad qpos/qvel/qacc (it then resets the lane itself)."""
-        return self.batch.warning[:, UNSTABLE, 1].sum(-1)
+        # Per lane and warning, how often MuJoCo found a bad qpos/qvel/qacc (it then resets the
+        # lane itself): a view of the batch's counters.
+        self._unstable = self.batch.warning[:, UNSTABLE, 1]
+        self._unstable_seen = self._unstable.copy()
 
     def step(self, nstep: int, ids: np.ndarray | None = None) -> np.ndarray:
         """Advance lanes ``ids`` (all when None) by ``nstep`` substeps.
@@ -96,10 +99,11 @@ class MujocoBatchSim:
                 call()
             except mjbatch.SimulationError as e:
                 failed = np.union1d(failed, np.asarray(e.ids, dtype=np.int64))
-        count = self._unstable()
-        warned = np.flatnonzero(count != self._unstable_count)
-        self._unstable_count = count
-        return np.union1d(failed, warned) if len(warned) else failed
+        if np.array_equal(self._unstable, self._unstable_seen):  # the usual case, in one call
+            return failed
+        warned = np.flatnonzero((self._unstable != self._unstable_seen).any(-1))
+        self._unstable_seen = self._unstable.copy()
+        return np.union1d(failed, warned)
 
     def _sense(self, ids: np.ndarray | None) -> None:
         """Forward lanes ``ids`` (all when None) of the sensing batch from the physics batch's
@@ -132,12 +136,13 @@ class MujocoBatchSim:
             self.batch.forward(ids, stage=self.stage)
         else:  # the physics batch's next step computes everything from the state anyway
             self._sense(ids)
-        self._unstable_count = self._unstable()
+        self._unstable_seen = self._unstable.copy()
 
     def close(self) -> None:
         """Free the lanes and MuJoCo's thread pool (every view of the batch is dropped)."""
         self.views.clear()
         self.arrays.clear()
         self._sensed = ()
+        self._unstable = self._unstable_seen = None  # type: ignore[assignment]
         self.qpos = self.qvel = self.ctrl = None  # type: ignore[assignment]
         self.batch = self.sensing = None  # type: ignore[assignment]
