@@ -281,7 +281,7 @@ def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     every = [t for ts in (*terms.values(), *observations.values()) for t in ts]
     sensors = {s.name for t in every for s in _sensor_slices(tuple(t.params.values()))}
     velocity = any(r in VELOCITY_READS for r in reads) or any(
-        model.sensor_stage[model.sensor_names.index(name)] == 2 for name in sensors)
+        model.sensor_stage[model.sensor_names.index(name)] == 2 for name in sensors)  # mjSTAGE_VEL
     return ResolvedProgram(task=task, model=model, action=action, **terms, observations=observations,
                            default_qpos=default_qpos, hinge=hinge, reads=reads, read_stage=2 if velocity else 1)
 
