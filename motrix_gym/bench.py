@@ -12,7 +12,7 @@ For each task and lane count, in one process:
   simulates exactly what the env simulated (same contacts, resets, warm starts, changing
   controls), so the ratio isolates the framework's overhead.
 - env and raw passes alternate ``--repeats`` times; medians are reported.
-- **runtime**: the read and step graphs (read the sim; evaluate + observe every lane), the reset
+- **runtime**: the read (numpy) and the step graph (evaluate + observe every lane), the reset
   graph and the observe graph alone (compiled as configured, and eager), median per call; reset
   and observe are timed with every lane masked (their cost does not depend on the mask).
 - **RSS per lane**: resident memory after warm-up minus that before the env was made (torch and
@@ -126,7 +126,7 @@ def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bo
     out = torch.zeros(rt.ctx.num_lanes, sum(rt.obs_dims["policy"]))
     step_fast, step_eager = rt.step_graph(u.obs_groups), rt._evaluate_observe(u.obs_groups)
     graphs = {
-        "step": (lambda *o: (rt.read(), step_fast(*o)), lambda *o: (rt._read(), step_eager(*o)),
+        "step": (lambda *o: (rt.read(), step_fast(*o)), lambda *o: (rt.read(), step_eager(*o)),
                  [torch.zeros(rt.ctx.num_lanes, sum(rt.obs_dims[g])) for g in u.obs_groups]),
         "reset": (rt._reset_graph, rt._reset, (mask,)),
         "observe": (rt.observe_graphs["policy"], rt._observer("policy"), (out, mask)),

@@ -41,12 +41,6 @@ def run_both(env, fast, eager, *args) -> None:
     compare(after_c, snapshot(env))
 
 
-def test_read_parity(compiled):
-    rt = compiled.runtime
-    run_both(compiled, rt.read, rt._read)
-    assert rt.read is not rt._read
-
-
 def test_evaluate_parity(compiled):
     rt = compiled.runtime
     run_both(compiled, rt.evaluate, rt._evaluate)

@@ -10,6 +10,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import ENV_ID, make, random_actions
 
@@ -45,6 +47,43 @@ def test_diverged_lanes_are_terminated_reset_and_counted():
     assert np.abs(a.sim.qvel.numpy()[3]).max() < 1e3  # the lane was reset and runs again
     a.close()
     b.close()
+
+
+ODD = st.sampled_from([0.0, 0.5, -2.0, 999.0, 1001.0, -1e4, 1e39, 1e300, float("nan"), float("inf"), -float("inf")])
+
+
+def test_read_flags_divergence_and_zeroes_non_finite_values():
+    """read(): the float32 cast of every read field, non-finite values as zeros; a lane diverged
+    when MuJoCo flagged it, a position or velocity is not finite, or a speed exceeds max_speed."""
+    env = make(4)
+    env.reset(seed=0)
+    rt, sim = env.runtime, env.sim
+    ids = np.arange(4, dtype=np.int32)
+    start = sim.qpos.numpy().copy(), sim.qvel.numpy().copy()
+
+    @settings(max_examples=40, deadline=None)
+    @given(lane=st.integers(0, 3), q=st.lists(st.tuples(st.integers(0, 35), ODD), max_size=3),
+           v=st.lists(st.tuples(st.integers(0, 34), ODD), max_size=3), failed=st.booleans())
+    def check(lane, q, v, failed):
+        qpos, qvel = (x.copy() for x in start)
+        for i, x in q:
+            qpos[lane, i] = x
+        for i, x in v:
+            qvel[lane, i] = x
+        with np.errstate(all="ignore"):
+            sim.reset(ids, qpos, qvel, full=False)  # derived fields follow: NaN positions give NaN frames
+        rt.failed.zero_()
+        rt.failed[lane] = failed
+        rt.read()
+        q64, v64 = torch.from_numpy(qpos), torch.from_numpy(qvel)
+        bad = ~(torch.isfinite(q64).all(-1) & torch.isfinite(v64).all(-1)) | (v64.abs().amax(-1) > 1000.0)
+        assert torch.equal(rt.ctx.diverged[:4], bad | rt.failed[:4])
+        for name in rt.program.reads:
+            want = torch.nan_to_num(sim.views[name].float(), nan=0.0, posinf=0.0, neginf=0.0)
+            assert torch.equal(getattr(rt.ctx, name)[:4], want), name
+
+    check()
+    env.close()
 
 
 def test_close_releases_mujoco_threads():

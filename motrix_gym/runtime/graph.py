@@ -69,7 +69,7 @@ class Graph:
     called without Dynamo unless ``check(True)`` or its first call had other arguments than
     tensors. The tensors must keep their shapes, dtypes and strides from call to call.
 
-        g = Graph(runtime._read, compile=True)
+        g = Graph(runtime._evaluate, compile=True)
         g()  # compiles, through Dynamo
         g()  # the compiled code, without Dynamo
     """
