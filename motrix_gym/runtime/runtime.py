@@ -341,10 +341,10 @@ class TorchManagerRuntime:
 
     def read_lanes(self, ids: np.ndarray) -> None:
         """Copy lanes ``ids`` (just written by a reset or an event, so finite) from the sim."""
-        ctx, arrays = self.ctx, self.sim.arrays
-        for name in self.program.reads:
-            getattr(ctx, name).numpy()[ids] = arrays[name][ids]
-        ctx.diverged.numpy()[ids] = False
+        arrays = self.sim.arrays
+        for name, dst in self._reads:
+            dst[ids] = arrays[name][ids]
+        self.ctx.diverged.numpy()[ids] = False
 
     def step(self, actions: np.ndarray, outs: dict[str, Tensor], ids: np.ndarray | None = None) -> None:
         """Apply actions, run the physics for lanes ``ids`` (all when None), evaluate, and observe
