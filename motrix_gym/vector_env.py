@@ -145,8 +145,10 @@ class MotrixVectorEnv(VectorEnv):
 
         L = rt.ctx.num_lanes
         self._obs = [{g: torch.zeros(L, sum(rt.obs_dims[g])) for g in groups} for _ in range(2)]
+        self._obs_np = [{g: b.numpy() for g, b in bufs.items()} for bufs in self._obs]
         self._cur = 0
         self._final_obs = {g: torch.zeros(L, sum(rt.obs_dims[g])) for g in groups}
+        self._final_np = {g: b.numpy() for g, b in self._final_obs.items()}
         self._pending = torch.zeros(num_envs, dtype=torch.bool)  # ended, awaiting (next-step) reset
         self._seeded = False
         self._has_reset = False
@@ -201,7 +203,7 @@ class MotrixVectorEnv(VectorEnv):
                 nxt[g].copy_(self._obs[1 - self._cur][g])
             rt.observe(g, nxt[g], mask)
         self._has_reset = True
-        return self._out_obs(nxt), {}
+        return self._out_obs(), {}
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
         self._check_open()
@@ -235,7 +237,7 @@ class MotrixVectorEnv(VectorEnv):
         if rt.any_diverged:
             self._diverged += int(rt.ctx.diverged[:n].sum())
         # Fresh arrays, never written again by the env.
-        reward, terminated, truncated = (x[:n].numpy().copy() for x in (rt.reward, rt.terminated, rt.truncated))
+        reward, terminated, truncated = (rt.host[k][:n].copy() for k in ("reward", "terminated", "truncated"))
         done, any_done = rt.done, rt.any_ended
         if restart is not None and any_done:
             done = done.clone()
@@ -245,8 +247,8 @@ class MotrixVectorEnv(VectorEnv):
         if any_done:
             self._episode_info(done, info)
             if mode == AutoresetMode.SAME_STEP:
-                for g in self.obs_groups:
-                    np.copyto(self._final_obs[g].numpy(), nxt[g].numpy())
+                for g, b in self._obs_np[self._cur].items():
+                    np.copyto(self._final_np[g], b)
                 info["final_obs"], info["_final_obs"] = self._final_obs_info(done[:n])
                 rt.reset(done)
                 again = done
@@ -262,7 +264,7 @@ class MotrixVectorEnv(VectorEnv):
             for g in self.obs_groups:
                 rt.observe(g, nxt[g], again)
         out = self._out_np
-        return self._out_obs(nxt), out(reward), out(terminated), out(truncated), info
+        return self._out_obs(), out(reward), out(terminated), out(truncated), info
 
     def render(self) -> np.ndarray | None:
         self._check_open()
@@ -331,17 +333,18 @@ class MotrixVectorEnv(VectorEnv):
         """Per-lane episode results for lanes that ended, and the figures of ``log`` (in numpy,
         whose small ops dispatch faster than torch's)."""
         rt, n = self.runtime, self.num_envs
-        d = done[:n].numpy()
+        host = rt.host
+        d = done.numpy()[:n]
         col = d[:, None]
-        sums = rt.episode_sums[:n].numpy() * col  # fresh (n, terms) arrays, split in columns
-        flags = rt.termination_terms[:n].numpy() & col
+        sums = host["episode_sums"][:n] * col  # fresh (n, terms) arrays, split in columns
+        flags = host["termination_terms"][:n] & col
         out = self._out_np
         info["reward_terms"] = dict(zip(rt.reward_names, map(out, sums.T)))
         info["termination_terms"] = dict(zip(rt.termination_names, map(out, flags.T)))
         info["_reward_terms"], info["_termination_terms"] = out(d.copy()), out(d.copy())
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            ret = np.where(d, rt.episode_return[:n].numpy(), np.float32(0.0))
-            length = np.where(d, rt.ctx.episode_step[:n].numpy(), 0).astype(np.int32)
+            ret = np.where(d, host["episode_return"][:n], np.float32(0.0))
+            length = np.where(d, host["episode_step"][:n], 0).astype(np.int32)
             final = {k: info.pop(k) for k in ("reward_terms", "_reward_terms", "termination_terms",
                                               "_termination_terms")}
             final["episode"] = {"r": out(ret), "l": out(length)}
@@ -371,21 +374,22 @@ class MotrixVectorEnv(VectorEnv):
         if self.output == "torch":
             dense = {g: (self._final_obs[g][:n] * done.unsqueeze(-1)).to(self.device) for g in self.obs_groups}
             return (dense[self.obs_groups[0]] if len(dense) == 1 else dense), done.to(self.device)
-        arrays = {g: self._final_obs[g][:n].numpy() for g in self.obs_groups}
+        d = done.numpy()
         out = np.full(n, None, dtype=object)
-        for i in np.flatnonzero(done.numpy()).tolist():
-            per = {g: arrays[g][i].copy() for g in self.obs_groups}
+        for i in np.flatnonzero(d).tolist():
+            per = {g: b[i].copy() for g, b in self._final_np.items()}
             out[i] = per[self.obs_groups[0]] if len(per) == 1 else per
-        return out, done.numpy().copy()
+        return out, d.copy()
 
     def _out_np(self, a: np.ndarray) -> Any:
         """A fresh numpy array as a per-lane result."""
         return torch.from_numpy(a).to(self.device) if self.output == "torch" else a
 
-    def _out_obs(self, bufs: dict[str, Tensor]) -> Any:
+    def _out_obs(self) -> Any:
+        """The observation buffer just written, as the step's or reset's result."""
         n = self.num_envs
         if self.output == "torch":
-            out = {g: (b[:n].clone() if self.copy else b[:n]).to(self.device) for g, b in bufs.items()}
+            out = {g: (b[:n].clone() if self.copy else b[:n]).to(self.device) for g, b in self._obs[self._cur].items()}
         else:
-            out = {g: (b[:n].numpy().copy() if self.copy else b[:n].numpy()) for g, b in bufs.items()}
+            out = {g: (b[:n].copy() if self.copy else b[:n]) for g, b in self._obs_np[self._cur].items()}
         return out[self.obs_groups[0]] if len(out) == 1 else out
