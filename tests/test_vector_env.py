@@ -161,3 +161,23 @@ def test_current_kinematics_option():
         gap = np.abs(data.xpos - env.sim.views["xpos"][0].numpy()).max()
         assert (gap < 1e-9) if current else (gap > 1e-6), gap
         env.close()
+
+
+def test_runtime_threads_leave_the_callers_setting():
+    """The runtime runs with its own torch thread count; the caller's comes back after each call,
+    also when a term raises inside it."""
+    old = torch.get_num_threads()
+    env = make(4, torch_threads=1)
+    try:
+        torch.set_num_threads(2)
+        env.reset(seed=0)
+        env.step(np.zeros((4, 29), np.float32))
+        assert torch.get_num_threads() == 2
+        seen = []
+        env.runtime.apply_action = lambda a: (seen.append(torch.get_num_threads()), 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            env.step(np.zeros((4, 29), np.float32))
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(old)
+        env.close()

@@ -99,7 +99,7 @@ class MujocoBatchSim:
                 call()
             except mjbatch.SimulationError as e:
                 failed = np.union1d(failed, np.asarray(e.ids, dtype=np.int64))
-        if np.array_equal(self._unstable, self._unstable_seen):  # the usual case, in one call
+        if (self._unstable == self._unstable_seen).all():  # the usual case
             return failed
         warned = np.flatnonzero((self._unstable != self._unstable_seen).any(-1))
         self._unstable_seen = self._unstable.copy()
