@@ -121,7 +121,7 @@ class MotrixVectorEnv(VectorEnv):
         model = build_model(cfg.scene, cfg.sim_dt, sensors=not current_kinematics)
         program = resolve(cfg, model_info(model))
         self.task = cfg
-        sensing = build_sensing_model(cfg.scene, cfg.sim_dt) if current_kinematics else None
+        sensing = build_sensing_model(cfg.scene, cfg.sim_dt, program.sensors) if current_kinematics else None
         self.sim = MujocoBatchSim(model, num_envs, nthread, reads=program.reads, sensing=sensing,
                                   stage=program.read_stage)
         self.runtime = rt = TorchManagerRuntime(program, self.sim, compile=compile, lane_offset=lane_offset)

@@ -100,6 +100,7 @@ class ResolvedProgram:
     hinge: JointIndex  # all hinge/slide joints
     reads: tuple[str, ...]  # MjData fields copied into the context after every physics call
     read_stage: int  # the mjtStage those fields and the sensors the terms read need: 1 position, 2 velocity
+    sensors: tuple[str, ...]  # the sensors the terms read, in the model's order
 
 
 BASE_READS = ("qpos", "qvel", "xpos", "xquat", "sensordata")
@@ -283,7 +284,8 @@ def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     velocity = any(r in VELOCITY_READS for r in reads) or any(
         model.sensor_stage[model.sensor_names.index(name)] == 2 for name in sensors)  # mjSTAGE_VEL
     return ResolvedProgram(task=task, model=model, action=action, **terms, observations=observations,
-                           default_qpos=default_qpos, hinge=hinge, reads=reads, read_stage=2 if velocity else 1)
+                           default_qpos=default_qpos, hinge=hinge, reads=reads, read_stage=2 if velocity else 1,
+                           sensors=tuple(name for name in model.sensor_names if name in sensors))
 
 
 def _sensor_slices(values: tuple[Any, ...]) -> list[SensorSlice]:
