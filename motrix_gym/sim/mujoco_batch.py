@@ -135,9 +135,7 @@ class MujocoBatchSim:
         if self.sensing is None:
             self.batch.forward(ids, stage=self.stage)
         else:  # the physics batch's next step computes everything from the state anyway
-            sensed_qpos, sensed_qvel = self._sensed
-            sensed_qpos[ids], sensed_qvel[ids] = qpos, qvel  # the same float64 values as the physics rows
-            self.sensing.forward(ids, stage=self.stage)
+            self._sense(ids)
         np.copyto(self._unstable_seen, self._unstable)
 
     def close(self) -> None:
