@@ -5,7 +5,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from motrix_gym.math import normalize, quat_apply, quat_apply_inverse, quat_conjugate, quat_mul, yaw_quat
+from motrix_gym.math import (
+    cross,
+    normalize,
+    quat_angle,
+    quat_apply,
+    quat_apply_inverse,
+    quat_conjugate,
+    quat_from_axis_angle,
+    quat_mul,
+    quat_rot6d,
+    yaw_quat,
+)
 
 finite = st.floats(-10, 10, allow_nan=False, width=64)
 quats = arrays(np.float64, (4,), elements=finite).filter(lambda q: np.linalg.norm(q) > 1e-3)
@@ -58,3 +69,47 @@ def test_yaw_quat_keeps_heading(q):
     np.testing.assert_allclose(yfwd[2].item(), 0.0, atol=1e-9)
     heading = fwd[:2] / fwd[:2].norm()
     np.testing.assert_allclose(yfwd[:2].numpy(), heading.numpy(), atol=1e-6)
+
+
+@given(vecs, vecs)
+@settings(max_examples=200, deadline=None)
+def test_cross_matches_numpy(a, b):
+    np.testing.assert_allclose(cross(torch.from_numpy(a), torch.from_numpy(b)).numpy(), np.cross(a, b), atol=1e-9)
+
+
+@given(quats, quats)
+@settings(max_examples=200, deadline=None)
+def test_angle_matches_mujoco(a, b):
+    at, bt = unit(a), unit(b)
+    diff = np.zeros(3)  # mju_subQuat: the rotation vector taking b to a, |.| in [0, pi]
+    mujoco.mju_subQuat(diff, at.numpy(), bt.numpy())
+    np.testing.assert_allclose(quat_angle(at, bt).item(), np.linalg.norm(diff), atol=1e-7)
+
+
+@given(quats, quats)
+@settings(max_examples=200, deadline=None)
+def test_rot6d_is_two_matrix_columns(q, frame):
+    qt, ft = unit(q), unit(frame)
+    mat = np.zeros(9)
+    mujoco.mju_quat2Mat(mat, qt.numpy())
+    np.testing.assert_allclose(quat_rot6d(qt).numpy(), mat.reshape(3, 3)[:, :2].T.ravel(), atol=1e-12)
+    rel = np.zeros(4)
+    mujoco.mju_mulQuat(rel, quat_conjugate(ft).numpy(), qt.numpy())
+    mujoco.mju_quat2Mat(mat, rel)
+    np.testing.assert_allclose(quat_rot6d(qt, frame=ft).numpy(), mat.reshape(3, 3)[:, :2].T.ravel(), atol=1e-12)
+
+
+def test_batched_shapes_broadcast():
+    """Leading dimensions broadcast as in torch: one frame per lane against several bodies."""
+    g = torch.Generator().manual_seed(0)
+    frames, bodies = normalize(torch.randn(5, 1, 4, generator=g)), normalize(torch.randn(5, 3, 4, generator=g))
+    v = torch.randn(5, 3, 3, generator=g)
+    assert quat_mul(frames, bodies).shape == (5, 3, 4)
+    assert quat_apply_inverse(frames, v).shape == (5, 3, 3)
+    assert quat_angle(frames, bodies).shape == (5, 3)
+    assert quat_rot6d(bodies, frame=frames).shape == (5, 3, 6)
+    torch.testing.assert_close(quat_rot6d(bodies, frame=frames),
+                               quat_rot6d(quat_mul(quat_conjugate(frames.expand(-1, 3, -1)), bodies)))
+    axis = torch.tensor([0.0, 0.0, 1.0])
+    torch.testing.assert_close(quat_from_axis_angle(axis, torch.tensor([0.0, torch.pi])),
+                               torch.tensor([[1.0, 0, 0, 0], [0, 0, 0, 1.0]]))

@@ -16,25 +16,21 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import SensorSlice
-from motrix_gym.math import normalize, quat_apply, quat_apply_inverse, quat_conjugate, quat_mul, yaw_quat
+from motrix_gym.math import (
+    normalize,
+    quat_angle,
+    quat_apply,
+    quat_apply_inverse,
+    quat_conjugate,
+    quat_mul,
+    quat_rot6d,
+    yaw_quat,
+)
 from motrix_gym.mdp.observations import in_contact
 from motrix_gym.motion.loader import load_corpus
 from motrix_gym.runtime.context import Context
 
 SAMPLING = ("adaptive", "uniform", "start", "sequential")
-
-
-def quat_angle(a: Tensor, b: Tensor) -> Tensor:
-    """Angle (rad) of the rotation between unit quaternions ``a`` and ``b``."""
-    q = quat_mul(quat_conjugate(a), b)
-    return 2.0 * torch.atan2(q[..., 1:].norm(dim=-1), q[..., 0].abs())
-
-
-def rot6d(q: Tensor) -> Tensor:
-    """First two columns of the rotation matrix of ``q`` (a continuous 6D orientation)."""
-    x = quat_apply(q, torch.tensor([1.0, 0.0, 0.0], device=q.device).expand_as(q[..., 1:]))
-    y = quat_apply(q, torch.tensor([0.0, 1.0, 0.0], device=q.device).expand_as(q[..., 1:]))
-    return torch.cat((x, y), dim=-1)
 
 
 class MotionCommand:
@@ -123,10 +119,9 @@ class MotionCommand:
         robot_pos, robot_quat = env.xpos[:, self.anchor_body], env.xquat[:, self.anchor_body]
         delta_pos = torch.cat((robot_pos[:, :2], self.anchor_pos_w[:, 2:]), dim=-1)
         delta_quat = yaw_quat(quat_mul(robot_quat, quat_conjugate(self.anchor_quat_w))).unsqueeze(1)
-        B = self.bodies.shape[0]
-        self.body_quat_rel_w.copy_(quat_mul(delta_quat.expand(-1, B, -1), self.body_quat_w))
+        self.body_quat_rel_w.copy_(quat_mul(delta_quat, self.body_quat_w))
         self.body_pos_rel_w.copy_(delta_pos.unsqueeze(1) + quat_apply(
-            delta_quat.expand(-1, B, -1), self.body_pos_w - self.anchor_pos_w.unsqueeze(1)))
+            delta_quat, self.body_pos_w - self.anchor_pos_w.unsqueeze(1)))
 
     # ---------------------------------------------------------------- sampling
     def _update_probs(self, env: Context, mask: Tensor) -> None:
@@ -208,7 +203,7 @@ def motion_command(env: Context, command: str) -> Tensor:
 def motion_anchor_ori_b(env: Context, command: str) -> Tensor:
     """Reference anchor orientation in the robot's anchor frame (6D)."""
     c = _cmd(env, command)
-    return rot6d(quat_mul(quat_conjugate(env.xquat[:, c.anchor_body]), c.anchor_quat_w))
+    return quat_rot6d(c.anchor_quat_w, frame=env.xquat[:, c.anchor_body])
 
 
 def motion_anchor_pos_b(env: Context, command: str) -> Tensor:
@@ -219,17 +214,13 @@ def motion_anchor_pos_b(env: Context, command: str) -> Tensor:
 def robot_body_pos_b(env: Context, command: str) -> Tensor:
     """Tracked robot bodies' positions in the robot's anchor frame, flattened."""
     c = _cmd(env, command)
-    B = c.body_ids.shape[0]
-    q = env.xquat[:, c.anchor_body].unsqueeze(1).expand(-1, B, -1)
     rel = env.xpos[:, c.body_ids] - env.xpos[:, c.anchor_body].unsqueeze(1)
-    return quat_apply_inverse(q, rel).flatten(1)
+    return quat_apply_inverse(env.xquat[:, c.anchor_body].unsqueeze(1), rel).flatten(1)
 
 
 def robot_body_ori_b(env: Context, command: str) -> Tensor:
     c = _cmd(env, command)
-    B = c.body_ids.shape[0]
-    q = env.xquat[:, c.anchor_body].unsqueeze(1).expand(-1, B, -1)
-    return rot6d(quat_mul(quat_conjugate(q), env.xquat[:, c.body_ids])).flatten(1)
+    return quat_rot6d(env.xquat[:, c.body_ids], frame=env.xquat[:, c.anchor_body].unsqueeze(1)).flatten(1)
 
 
 # -------------------------------------------------------------------- rewards
