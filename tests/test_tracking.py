@@ -65,7 +65,7 @@ def test_play_mode_is_sequential_and_teleports():
     cmd = env.runtime.ctx.commands["motion"]
     assert (cmd.frame[:2] == 0).all() and "time_out" not in env.runtime.termination_names
     cmd.frame[:2] = cmd.clip_last[0] - 2  # near the end of the first clip
-    for _ in range(3):
+    for _ in range(2):  # to its last frame; after that step's terms, onto the next clip
         _, _, term, trunc, _ = env.step(np.zeros((2, 29), np.float32))
         assert not (term | trunc).any()  # a clip's end is no episode end in play mode
     assert (cmd.clip[:2] == 1).all() and (cmd.frame[:2] == cmd.c.clip_start[1]).all()
@@ -73,6 +73,33 @@ def test_play_mode_is_sequential_and_teleports():
     np.testing.assert_allclose(env.sim.qpos[:2, :3].numpy(), root.expand(2, 3).numpy(), atol=1e-6)  # teleported
     with pytest.raises(ValueError, match="sequential"):
         MotrixVectorEnv("G1WbtMix", 2, compile=False, mode="play", sampling="uniform")
+    env.close()
+
+
+def test_play_teleport_comes_after_the_terms():
+    """Terms never see a teleport's joints with the body frames from before it: a termination
+    that compares the root body's frame with the free joint's position never fires, though the
+    robot stands a metre away from where the next clip starts."""
+    from motrix_gym.envs import task_config
+    from motrix_gym.manager.terms import TerminationTerm
+
+    def frames_lag_joints(env):
+        return (env.xpos[:, 1] - env.qpos[:, :3]).norm(dim=-1) > 1e-4
+
+    cfg = task_config("G1WbtMix", mode="play")
+    cfg = dataclasses.replace(cfg, terminations=(*cfg.terminations, TerminationTerm("lag", frames_lag_joints)))
+    env = MotrixVectorEnv(cfg, 2, compile=False)
+    env.reset(seed=0)
+    cmd, ids = env.runtime.ctx.commands["motion"], np.arange(2, dtype=np.int32)
+    qpos = env.sim.qpos.numpy()[ids].copy()
+    qpos[:, 0] += 1.0
+    env.sim.reset(ids, qpos, env.sim.qvel.numpy()[ids].copy(), full=False)
+    env.runtime.read_lanes(ids)
+    cmd.frame[:2] = cmd.clip_last[0] - 1
+    for _ in range(3):
+        _, _, term, trunc, _ = env.step(np.zeros((2, 29), np.float32))
+        assert not (term | trunc).any(), env.runtime.termination_terms[:2]
+    assert (cmd.clip[:2] == 1).all()
     env.close()
 
 

@@ -43,8 +43,8 @@ class MotionCommand:
         sampling: start frames: ``"adaptive"`` (bins of ``bin_s`` seconds weighted by recent
             failures, mixed with a uniform ``floor``, smoothed towards earlier bins by
             ``smoothing`` ** k over ``kernel`` bins), ``"uniform"``, ``"start"`` (the first frame
-            of a uniformly drawn clip) or ``"sequential"`` (clip after clip; at a clip's end the
-            next one starts with a teleport that does not end the episode).
+            of a uniformly drawn clip) or ``"sequential"`` (clip after clip; after the step at a
+            clip's last frame the next one starts with a teleport that does not end the episode).
         alpha: weight of one reset's failures in the moving average of failures per bin.
     """
 
@@ -158,21 +158,22 @@ class MotionCommand:
         self.refresh(env)
 
     def update(self, env: Context) -> None:
-        last = self.clip_last[self.clip]
-        nxt = self.frame + 1
-        if self.sampling == "sequential":
-            wrap = nxt > last
-            first_of_next = self.c.clip_start[(self.clip + 1) % self.c.clip_start.shape[0]]
-            self.frame.copy_(torch.where(wrap, first_of_next, nxt))
-            self.clip.copy_(self.c.clip_of_frame[self.frame])
-            reset_to_motion(env, wrap, "motion")  # teleport onto the next clip's first frame
-            env.dirty.logical_or_(wrap)
-        else:
-            self.frame.copy_(torch.minimum(nxt, last))
+        self.frame.copy_(torch.minimum(self.frame + 1, self.clip_last[self.clip]))
         self.refresh(env)
 
     def advance(self, env: Context) -> None:
-        pass
+        """In sequential play, lanes that reached their clip's last frame (and did not end)
+        continue with the next clip: teleported onto its first frame after this step's terms ran,
+        so that terms never see the teleported joints with the frames from before."""
+        if self.sampling != "sequential":
+            return
+        wrap = (self.frame >= self.clip_last[self.clip]) & ~(env.terminated | env.truncated)
+        first_of_next = self.c.clip_start[(self.clip + 1) % self.c.clip_start.shape[0]]
+        self.frame.copy_(torch.where(wrap, first_of_next, self.frame))
+        self.clip.copy_(self.c.clip_of_frame[self.frame])
+        reset_to_motion(env, wrap, "motion")
+        env.dirty.logical_or_(wrap)  # written into the simulation and observed again
+        self.refresh(env)  # the observations' reference rows at the new frames
 
     def at_clip_end(self) -> Tensor:
         """Lanes whose reference reached its clip's last frame (never in sequential play, where
