@@ -181,3 +181,34 @@ def test_runtime_threads_leave_the_callers_setting():
     finally:
         torch.set_num_threads(old)
         env.close()
+
+
+@pytest.mark.parametrize("compile", [False, True])
+def test_observation_term_scale_noise_clip_order(compile):
+    """An observation term is ``clip(func * scale + noise)``, column for column beside the group's
+    other terms: a constant 5 scaled by 2 with noise in [-1, 1) and clipped at 10.5 lies in
+    [9, 10.5], reaches the bound on some lanes and stays under it on others."""
+    import dataclasses
+
+    from motrix_gym.envs import task_config
+    from motrix_gym.manager.terms import ObservationTerm
+    from motrix_gym.vector_env import MotrixVectorEnv
+
+    def five(env):
+        return torch.full((env.num_lanes, 3), 5.0)
+
+    cfg = task_config("G1WalkFlat")
+    policy = cfg.observations["policy"]
+    term = ObservationTerm("five", five, scale=2.0, noise=(-1.0, 1.0), clip=(-10.5, 10.5))
+    cfg = dataclasses.replace(cfg, observations={**cfg.observations, "policy": (*policy, term)})
+    env = MotrixVectorEnv(cfg, 64, compile=compile, progress=False)
+    obs, _ = env.reset(seed=3)
+    cols = obs[:, -3:]
+    assert (cols >= 9.0).all() and (cols <= 10.5).all()
+    assert (cols == 10.5).any() and (cols < 10.5).any()
+    # The group draws its noise in one call, column by column: a term added last leaves the first
+    # observation of the others as it was.
+    plain = MotrixVectorEnv("G1WalkFlat", 64, compile=False, progress=False)
+    np.testing.assert_array_equal(obs[:, :-3], plain.reset(seed=3)[0])
+    plain.close()
+    env.close()
