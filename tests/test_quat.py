@@ -6,7 +6,6 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from motrix_gym.math import (
-    cross,
     normalize,
     quat_angle,
     quat_apply,
@@ -69,12 +68,6 @@ def test_yaw_quat_keeps_heading(q):
     np.testing.assert_allclose(yfwd[2].item(), 0.0, atol=1e-9)
     heading = fwd[:2] / fwd[:2].norm()
     np.testing.assert_allclose(yfwd[:2].numpy(), heading.numpy(), atol=1e-6)
-
-
-@given(vecs, vecs)
-@settings(max_examples=200, deadline=None)
-def test_cross_matches_numpy(a, b):
-    np.testing.assert_allclose(cross(torch.from_numpy(a), torch.from_numpy(b)).numpy(), np.cross(a, b), atol=1e-9)
 
 
 @given(quats, quats)

@@ -1,7 +1,6 @@
 """Batched rotation math over torch tensors (quaternions are w, x, y, z, as in MuJoCo)."""
 
 from motrix_gym.math.quat import (
-    cross,
     normalize,
     quat_angle,
     quat_apply,
@@ -14,7 +13,6 @@ from motrix_gym.math.quat import (
 )
 
 __all__ = [
-    "cross",
     "normalize",
     "quat_angle",
     "quat_apply",

@@ -55,11 +55,6 @@ def normalize(x: Tensor, eps: float = 1e-9) -> Tensor:
     return x / x.norm(dim=-1, keepdim=True).clamp_min(eps)
 
 
-def cross(a: Tensor, b: Tensor) -> Tensor:
-    """``a x b`` along the last dimension."""
-    return torch.stack(_cross(a.unbind(-1), b.unbind(-1)), dim=-1)
-
-
 def quat_conjugate(q: Tensor) -> Tensor:
     """The inverse rotation of a unit quaternion."""
     return torch.stack(_conj(q.unbind(-1)), dim=-1)

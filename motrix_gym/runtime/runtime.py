@@ -316,7 +316,6 @@ class TorchManagerRuntime:
     def _observer(self, group: str) -> Callable[[Tensor, Tensor], None]:
         terms = self.program.observations[group]
         noise = self._noise[group]
-
         dims = self.obs_dims[group]
 
         def observe(out: Tensor, mask: Tensor) -> None:

@@ -88,8 +88,9 @@ def build_sensing_model(scene: SceneConfig, sim_dt: float, sensors: Collection[s
     and, from the same ``qpos``/``qvel``, ``xpos``, ``xquat``, ``cvel``, ``subtree_com`` and
     those sensors come out bit for bit the same. Nothing else is computed: no actuators, joint
     limits, springs, dampers or gravity, and only the geoms of contact-sensor bodies collide,
-    with the ground only, as explicit pairs, each contact with one constraint row (condim 1). This pass costs
-    about a third of the physics model's (G1: 3.4 vs 5.5 ms for 512 lanes, before condim 1).
+    with the ground only, as explicit pairs, each contact with one constraint row (condim 1).
+    This pass costs about a third of the physics model's (G1: 3.4 vs 5.5 ms for 512 lanes,
+    before condim 1).
     Acceleration-stage sensors are not computed here (zeros).
 
     ``sensors`` names the sensors to compute (default: all). The others keep their place and
