@@ -208,7 +208,7 @@ def test_observation_term_scale_noise_clip_order(compile):
     assert (cols == 10.5).any() and (cols < 10.5).any()
     # The group draws its noise in one call, column by column: a term added last leaves the first
     # observation of the others as it was.
-    plain = MotrixVectorEnv("G1WalkFlat", 64, compile=False, progress=False)
+    plain = MotrixVectorEnv("G1WalkFlat", 64, compile=compile, progress=False)
     np.testing.assert_array_equal(obs[:, :-3], plain.reset(seed=3)[0])
     plain.close()
     env.close()
