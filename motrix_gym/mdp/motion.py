@@ -173,7 +173,9 @@ class MotionCommand:
         self.clip.copy_(self.c.clip_of_frame[self.frame])
         reset_to_motion(env, wrap, "motion")
         env.dirty.logical_or_(wrap)  # written into the simulation and observed again
-        self.refresh(env)  # the observations' reference rows at the new frames
+        # the observations' reference rows at the new frames; the re-anchored bodies wait for the
+        # next update, which recomputes them from the teleported frames before any term reads them
+        self.reference.copy_(self.table[self.frame])
 
     def at_clip_end(self) -> Tensor:
         """Lanes whose reference reached its clip's last frame (never in sequential play, where
