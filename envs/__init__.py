@@ -7,6 +7,7 @@ imported only when a task is made.
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +33,20 @@ TASKS: dict[str, TaskEntry] = {
 
 
 def task_config(name: str, **options: Any) -> Any:
-    """Build the TaskConfig of task ``name`` with make-time ``options``."""
+    """Build the TaskConfig of task ``name`` with make-time ``options``.
+
+    An option the task does not take is a TypeError naming it, as Python reports an unexpected
+    keyword argument (trainers such as TorchRL rely on that wording to fall back, e.g. to their
+    own frame skipping: a task's control rate is fixed by its decimation)."""
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; available: {sorted(TASKS)}")
     module, func = TASKS[name].builder.split(":")
-    return getattr(importlib.import_module(module), func)(**options)
+    builder = getattr(importlib.import_module(module), func)
+    params = inspect.signature(builder).parameters
+    forwards = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())  # checked further in
+    unknown = sorted(k for k in options if k not in params)
+    if unknown and not forwards:
+        takes = sorted(params) or "none"
+        raise TypeError(f"Motrix/{name}-v0 got an unexpected keyword argument {unknown[0]!r} "
+                        f"(its task options: {takes}; unknown: {unknown})")
+    return builder(**options)

@@ -93,7 +93,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
     bench.main(args)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m motrix_gym")
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="registered task ids").set_defaults(func=cmd_list)
@@ -121,7 +121,15 @@ def main(argv: list[str] | None = None) -> None:
     add_arguments(bench)
     bench.set_defaults(func=cmd_bench)
     args = parser.parse_args(argv)
-    args.func(args)
+    try:
+        args.func(args)
+    except Exception as e:
+        render = sys.modules.get("motrix_gym.sim.render")  # imported only by what renders
+        if render is None or not isinstance(e, render.RenderingUnavailable):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":

@@ -61,7 +61,8 @@ class MotrixVectorEnv(VectorEnv):
             restored after each call).
         lane_offset: global number of lane 0, for RNG streams shared across processes.
         render_mode: None or ``"rgb_array"``; ``render_lane`` picks the lane shown, or a sequence of
-            lanes (``range(k)``) tiled into one grid frame.
+            lanes (``range(k)``) tiled into one grid frame; ``width`` x ``height`` pixels per lane
+            (the keywords of Gymnasium's MuJoCo envs).
         progress: show a progress bar while the runtime compiles.
         current_kinematics: after the physics substeps, bring body poses, velocities and sensors
             to the new state (default), through a cut-down sensing model (see
@@ -78,7 +79,8 @@ class MotrixVectorEnv(VectorEnv):
                  obs_groups: tuple[str, ...] | str = ("policy",), compile: bool = True,
                  device: str | torch.device = "cpu", nthread: int | None = None, torch_threads: int = 1,
                  lane_offset: int = 0, render_mode: str | None = None, render_lane: int | Sequence[int] = 0,
-                 progress: bool = True, current_kinematics: bool = True, **task_options: Any) -> None:
+                 width: int = 640, height: int = 480, progress: bool = True, current_kinematics: bool = True,
+                 **task_options: Any) -> None:
         self._closed = True  # until fully built, so close()/__del__ on a failed init are safe
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
@@ -97,6 +99,8 @@ class MotrixVectorEnv(VectorEnv):
         if not lanes or not all(isinstance(i, int) and 0 <= i < num_envs for i in lanes):
             raise ValueError(f"render_lane must be a lane in [0, {num_envs}) or a sequence of them, "
                              f"got {render_lane!r}")
+        if not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 8192 for x in (width, height)):
+            raise ValueError(f"width and height must be ints in [1, 8192], got {width!r} x {height!r}")
         if not isinstance(torch_threads, int) or isinstance(torch_threads, bool) or torch_threads < 1:
             raise ValueError(f"torch_threads must be an int >= 1, got {torch_threads!r}")
         if not isinstance(lane_offset, int) or lane_offset < 0:
@@ -134,7 +138,7 @@ class MotrixVectorEnv(VectorEnv):
         self.output, self.copy, self.obs_groups = output, copy, groups
         self.autoreset_mode = mode
         self.metadata = {**self.metadata, "autoreset_mode": mode}
-        self.render_mode, self.render_lanes = render_mode, lanes
+        self.render_mode, self.render_lanes, self.render_size = render_mode, lanes, (width, height)
         clip = program.action.clip
         na = len(program.action.joints.names)
         self.single_action_space = gymnasium.spaces.Box(-clip, clip, (na,), np.float32)
@@ -272,7 +276,8 @@ class MotrixVectorEnv(VectorEnv):
             return None
         from motrix_gym.sim.render import LaneRenderer, tile
         if self._renderer is None:
-            self._renderer = LaneRenderer(build_model(self.task.scene, self.task.sim_dt, visual=True))
+            self._renderer = LaneRenderer(build_model(self.task.scene, self.task.sim_dt, visual=True),
+                                          *self.render_size)
         frames = [self._renderer.render(self.sim.qpos[i].numpy()) for i in self.render_lanes]
         return frames[0] if len(frames) == 1 else tile(frames)
 

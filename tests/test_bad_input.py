@@ -88,8 +88,10 @@ def test_bad_make_kwargs():
         make(2, autoreset_mode="sometimes")
     with pytest.raises(ValueError, match="obs_groups"):
         make(2, obs_groups=("policy", "privileged"))
-    with pytest.raises(ValueError, match="task options"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
         make(2, colour="red")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'frame_skip'"):  # Gymnasium MuJoCo's
+        make(2, frame_skip=5)
 
 
 def test_bad_seed():

@@ -126,19 +126,19 @@ def test_play_mode_compiles():
     env.close()
 
 
-def test_many_compiled_envs_in_one_process(monkeypatch):
+def test_many_compiled_envs_in_one_process():
     """Each runtime compiles its own code objects: making more envs than Dynamo's recompile
     limit in one process works (the limit is lowered here to keep the test short)."""
-    import torch._dynamo.config as dynamo_config
-
     from motrix_gym.vector_env import MotrixVectorEnv
 
-    monkeypatch.setattr(dynamo_config, "recompile_limit", 2)
-    for i in range(4):
-        env = MotrixVectorEnv("G1WalkFlat", 4, compile=True, progress=False)
-        env.reset(seed=i)
-        env.step(np.zeros((4, 29), np.float32))
-        env.close()
+    default = torch._dynamo.config.recompile_limit
+    with torch._dynamo.config.patch(recompile_limit=2):
+        for i in range(4):
+            env = MotrixVectorEnv("G1WalkFlat", 4, compile=True, progress=False)
+            env.reset(seed=i)
+            env.step(np.zeros((4, 29), np.float32))
+            env.close()
+    assert torch._dynamo.config.recompile_limit == default  # the option is back
 
 
 def test_graph_calls_skip_dynamo_once_compiled():

@@ -12,22 +12,42 @@ import pytest
 
 from conftest import ENV_ID, make
 from motrix_gym.registry import REGISTERED, env_id
+from motrix_gym.sim.render import RenderingUnavailable, backend
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def gl_available() -> bool:
+def gl_missing() -> str | None:
+    """Why nothing renders on this machine, or None when a backend does."""
     try:
-        env = make(1, render_mode="rgb_array")
-        env.reset(seed=0)
-        env.render()
-        env.close()
-        return True
-    except RuntimeError:
-        return False
+        backend()
+    except RenderingUnavailable as e:
+        return str(e)
+    return None
 
 
-needs_gl = pytest.mark.skipif(not gl_available(), reason="no OpenGL backend (apt-get install libosmesa6)")
+needs_gl = pytest.mark.skipif(gl_missing() is not None, reason=str(gl_missing()))
+
+
+def test_without_opengl_render_names_the_packages_and_run_works(tmp_path):
+    """A machine where no OpenGL library loads, simulated by shadowing the GL bindings MuJoCo
+    imports (PyOpenGL, glfw) with packages that fail to import."""
+    shadow = tmp_path / "no_gl"
+    for pkg in ("OpenGL", "glfw"):
+        (shadow / pkg).mkdir(parents=True)
+        (shadow / pkg / "__init__.py").write_text("raise ImportError('no OpenGL library (simulated)')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY",
+                                                             "WAYLAND_DISPLAY")}
+    env["PYTHONPATH"] = str(shadow)
+    cli = [sys.executable, "-m", "motrix_gym"]
+    r = subprocess.run([*cli, "render", ENV_ID, "--out", str(tmp_path / "x.gif"), "--steps", "2"], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri" in r.stderr and "libosmesa6" in r.stderr
+    assert "egl: " in r.stderr and "osmesa: " in r.stderr  # each backend tried, with its reason
+    r = subprocess.run([*cli, "run", ENV_ID, "--num-envs", "4", "--steps", "3", "--no-compile"], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "env-steps/s" in r.stdout, r.stderr
 
 
 @needs_gl

@@ -31,9 +31,7 @@ FEET = (Sensor("left_foot_contact"), Sensor("right_foot_contact"))
 ALL = Joints(".*")
 
 
-def walk_flat(**options: object) -> TaskConfig:
-    if options:
-        raise ValueError(f"Motrix/G1WalkFlat-v0 takes no task options, got {sorted(options)}")
+def walk_flat() -> TaskConfig:
     policy = (
         Obs("base_ang_vel", obs.base_ang_vel, scale=0.25, noise=(-0.2, 0.2)),
         Obs("projected_gravity", obs.projected_gravity, noise=(-0.05, 0.05)),

@@ -1,44 +1,152 @@
-"""Off-screen rendering of one lane with ``mujoco.Renderer`` and a camera following the root."""
+"""Off-screen rendering of lanes, and the OpenGL backend it runs on.
+
+Nothing but rendering needs OpenGL, so the backend is settled here, the first time a frame is
+made, never when MuJoCo is imported or an env is stepped:
+
+- ``MUJOCO_GL``, when the user set it: MuJoCo loaded that backend at import (``mujoco.GLContext``);
+- otherwise the first of GLFW (only when a display is set), EGL and OSMesa that makes a frame.
+  Each candidate is tried in a fresh interpreter: PyOpenGL binds one platform per process, so a
+  backend that failed to load in this one would leave it unable to try the next.
+
+With MUJOCO_GL unset MuJoCo itself imports only GLFW's bindings, which load no OpenGL library.
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib
+import os
+import subprocess
+import sys
 import weakref
 
 import mujoco
 import numpy as np
 
+from motrix_gym.sim import GL_PACKAGES as PACKAGES
+
+_OFF = ("disable", "disabled", "off", "false", "0")
+# Makes one frame in whatever backend MUJOCO_GL names; run in a child interpreter.
+_PROBE = """
+import mujoco
+ctx = mujoco.GLContext(16, 16)
+ctx.make_current()
+model = mujoco.MjModel.from_xml_string("<mujoco/>")
+con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100)
+mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, con)
+con.free()
+ctx.free()
+"""
+
+
+class RenderingUnavailable(RuntimeError):
+    """No OpenGL backend can render off-screen on this machine."""
+
+
+def candidates() -> tuple[str, ...]:
+    """The backends tried, in order, when MUJOCO_GL is unset."""
+    display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    return (("glfw",) if display else ()) + ("egl", "osmesa")
+
+
+def probe(name: str, env: dict[str, str] | None = None) -> str | None:
+    """None when backend ``name`` makes a frame in a child interpreter, else why not (its last
+    error line)."""
+    child = {**(os.environ if env is None else env), "MUJOCO_GL": name}
+    try:
+        run = subprocess.run([sys.executable, "-c", _PROBE], env=child, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return "timed out"
+    if run.returncode == 0:
+        return None
+    lines = [ln for ln in run.stderr.strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else f"exit status {run.returncode}"
+
+
+@functools.cache
+def backend() -> str:
+    """The backend this process renders with (probed once), or :class:`RenderingUnavailable`
+    naming what to install."""
+    user = os.environ.get("MUJOCO_GL", "").strip().lower()
+    if user in _OFF:
+        raise RenderingUnavailable(f"MUJOCO_GL={os.environ['MUJOCO_GL']!r} turns MuJoCo's rendering off; "
+                                   "unset it to let motrix-gym pick a backend, or set it to egl, osmesa or glfw")
+    if user:
+        return user
+    reasons = {}
+    for name in candidates():
+        reasons[name] = probe(name)
+        if reasons[name] is None:
+            return name
+    raise RenderingUnavailable(unavailable_message(reasons))
+
+
+def unavailable_message(reasons: dict[str, str | None]) -> str:
+    tried = "; ".join(f"{name}: {why}" for name, why in reasons.items())
+    return ("no OpenGL backend can render off-screen on this machine (tried " + tried + "). "
+            f"Install EGL (Debian/Ubuntu: apt-get install {PACKAGES['egl']}; Mesa renders on the CPU, a GPU "
+            f"driver's EGL on the GPU) or OSMesa (apt-get install {PACKAGES['osmesa']}), or set MUJOCO_GL to a "
+            "backend that works. Stepping, training and benchmarks need no OpenGL.")
+
+
+def gl_context(width: int, height: int) -> object:
+    """A current OpenGL context of the chosen backend."""
+    name = backend()
+    user = bool(os.environ.get("MUJOCO_GL", "").strip())
+    try:
+        cls = mujoco.GLContext if user else importlib.import_module(f"mujoco.{name}").GLContext
+        ctx = cls(width, height)
+        ctx.make_current()
+    except Exception as e:  # a backend MuJoCo could not load, or a context it could not create
+        hint = PACKAGES.get(name, "")
+        raise RenderingUnavailable(f"OpenGL backend {name!r} cannot render: {e}"
+                                   + (f" (Debian/Ubuntu: apt-get install {hint})" if hint else "")) from e
+    return ctx
+
 
 class LaneRenderer:
+    """RGB frames of one model's configurations, from a free camera that follows the root."""
+
     def __init__(self, model: mujoco.MjModel, width: int = 640, height: int = 480,
                  distance: float = 3.0, azimuth: float = 135.0, elevation: float = -20.0) -> None:
         model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
         model.vis.global_.offheight = max(model.vis.global_.offheight, height)
-        try:
-            self.renderer = mujoco.Renderer(model, height=height, width=width)
-        except Exception as e:  # no usable OpenGL backend
-            raise RuntimeError(
-                f"off-screen rendering failed ({e}). On a machine without a display install OSMesa "
-                "(apt-get install libosmesa6) and set MUJOCO_GL=osmesa before importing mujoco, "
-                "or MUJOCO_GL=egl on a GPU machine.") from e
-        # Close before interpreter teardown: the GL context cannot be freed once modules are gone.
-        self._finalizer = weakref.finalize(self, self.renderer.close)
         model.vis.headlight.ambient[:] = 0.35
         model.vis.headlight.diffuse[:] = 0.6
-        self.camera = mujoco.MjvCamera()  # a free camera whose target follows the root each frame
+        self.context = ctx = gl_context(width, height)
+        self.mjr = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self.mjr)
+        # Free the GL objects before the context, and both before interpreter teardown.
+        self._finalizer = weakref.finalize(self, _free, self.mjr, ctx)
+        self.scene = mujoco.MjvScene(model, maxgeom=10_000)
+        self.option = mujoco.MjvOption()
+        self.rect = mujoco.MjrRect(0, 0, width, height)
+        self.camera = mujoco.MjvCamera()
         self.camera.distance, self.camera.azimuth, self.camera.elevation = distance, azimuth, elevation
         self.model = model
         self.data = mujoco.MjData(model)
+        self._pixels = np.empty((height, width, 3), np.uint8)
 
     def render(self, qpos: np.ndarray) -> np.ndarray:
         """(height, width, 3) uint8 RGB frame of the configuration ``qpos``."""
         self.data.qpos[:] = qpos
         mujoco.mj_kinematics(self.model, self.data)
         self.camera.lookat[:] = self.data.xpos[1]
-        self.renderer.update_scene(self.data, camera=self.camera)
-        return self.renderer.render()
+        self.context.make_current()
+        mujoco.mjv_updateScene(self.model, self.data, self.option, None, self.camera,
+                               mujoco.mjtCatBit.mjCAT_ALL, self.scene)
+        mujoco.mjr_render(self.rect, self.scene, self.mjr)
+        mujoco.mjr_readPixels(self._pixels, None, self.rect, self.mjr)
+        return np.flipud(self._pixels).copy()  # OpenGL's rows run bottom to top
 
     def close(self) -> None:
         self._finalizer()
+
+
+def _free(mjr: mujoco.MjrContext, ctx: object) -> None:
+    ctx.make_current()
+    mjr.free()
+    ctx.free()
 
 
 def tile(frames: list[np.ndarray]) -> np.ndarray:
