@@ -17,19 +17,39 @@ class TaskEntry:
     builder: str  # "module:function" returning a TaskConfig
     robot: str
     family: str
+    ppo: str  # "module:name" of the family's PpoConfig (train's defaults)
 
 
 G1, T1 = "Unitree G1 29-DoF", "Booster T1 29-DoF"
 WBT, WALK = "motrix_gym.envs.wbt.tracking", "motrix_gym.envs.walk.g1"
+WBT_PPO, WALK_PPO = "motrix_gym.envs.wbt.rl_cfg:TRACKING", "motrix_gym.envs.walk.rl_cfg:WALK"
 
 TASKS: dict[str, TaskEntry] = {
-    "G1WbtDance": TaskEntry(f"{WBT}:g1_dance", G1, "motion tracking, dance clip"),
-    "G1WbtKick": TaskEntry(f"{WBT}:g1_kick", G1, "motion tracking, kick clip"),
-    "G1WbtMix": TaskEntry(f"{WBT}:g1_mix", G1, "motion tracking, dance + kick + squat + wave"),
-    "T1WbtDance": TaskEntry(f"{WBT}:t1_dance", T1, "motion tracking, dance clip"),
-    "T1WbtKick": TaskEntry(f"{WBT}:t1_kick", T1, "motion tracking, kick clip"),
-    "G1WalkFlat": TaskEntry(f"{WALK}:walk_flat", G1, "velocity tracking, flat"),
+    "G1WbtDance": TaskEntry(f"{WBT}:g1_dance", G1, "motion tracking, dance clip", WBT_PPO),
+    "G1WbtKick": TaskEntry(f"{WBT}:g1_kick", G1, "motion tracking, kick clip", WBT_PPO),
+    "G1WbtMix": TaskEntry(f"{WBT}:g1_mix", G1, "motion tracking, dance + kick + squat + wave", WBT_PPO),
+    "T1WbtDance": TaskEntry(f"{WBT}:t1_dance", T1, "motion tracking, dance clip", WBT_PPO),
+    "T1WbtKick": TaskEntry(f"{WBT}:t1_kick", T1, "motion tracking, kick clip", WBT_PPO),
+    "G1WalkFlat": TaskEntry(f"{WALK}:walk_flat", G1, "velocity tracking, flat", WALK_PPO),
 }
+
+
+def _load(ref: str) -> Any:
+    module, name = ref.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def task_name(env_id: str) -> str:
+    """``"Motrix/G1WalkFlat-v0"`` (or ``"G1WalkFlat"``) -> ``"G1WalkFlat"``."""
+    name = env_id.split(":")[-1].removeprefix("Motrix/").removesuffix("-v0")
+    if name not in TASKS:
+        raise ValueError(f"unknown task {env_id!r}; available: {sorted(TASKS)}")
+    return name
+
+
+def ppo_config(name: str) -> Any:
+    """The PpoConfig that ``train`` uses for task ``name`` by default."""
+    return _load(TASKS[task_name(name)].ppo)
 
 
 def task_config(name: str, **options: Any) -> Any:
@@ -40,8 +60,7 @@ def task_config(name: str, **options: Any) -> Any:
     own frame skipping: a task's control rate is fixed by its decimation)."""
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; available: {sorted(TASKS)}")
-    module, func = TASKS[name].builder.split(":")
-    builder = getattr(importlib.import_module(module), func)
+    builder = _load(TASKS[name].builder)
     params = inspect.signature(builder).parameters
     forwards = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())  # checked further in
     unknown = sorted(k for k in options if k not in params)

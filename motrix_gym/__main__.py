@@ -1,4 +1,4 @@
-"""Command line: ``python -m motrix_gym {list,run,render,bench} ...``."""
+"""Command line: ``python -m motrix_gym {list,run,render,train,play,bench} ...``."""
 
 from __future__ import annotations
 
@@ -87,10 +87,70 @@ def cmd_render(args: argparse.Namespace) -> None:
     print(f"wrote {len(frames)} frames to {args.out}")
 
 
+def _require_train_extra() -> None:
+    import importlib.util
+
+    missing = [m for m in ("rsl_rl", "matplotlib") if importlib.util.find_spec(m) is None]
+    if missing:
+        sys.exit(f"error: train and play need {missing}: pip install -e \".[train]\"")
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    """Train with rsl_rl's PPO; print where the run went and how it compares with baselines."""
+    _require_train_extra()
+    from motrix_gym.learn.train import train
+
+    budget = {"iterations": args.iterations} if args.iterations is not None else {"minutes": args.minutes or 20.0}
+    res = train(_id(args.env_id), num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir,
+                resume=args.resume, compile=args.compile, eval_lanes=args.eval_lanes, **budget)
+    s = res.summary
+    print(f"\n{res.iterations} iterations, {res.env_steps:,} env steps in {res.seconds / 60:.1f} min; "
+          f"run directory {res.run_dir}")
+    print(f"last 100 training episodes: mean return {s['final_train_mean_return']:.3f}, "
+          f"mean length {s['final_train_mean_episode_length']:.1f} steps")
+    if s.get("eval"):
+        print(f"first episode of {args.eval_lanes} lanes:   mean return   mean length")
+        for name, e in s["eval"].items():
+            print(f"  {name:<8} {e['mean_return']:>22.3f} {e['mean_episode_length']:>13.1f}")
+    print(f"checkpoint: {res.checkpoint}")
+
+
+def cmd_play(args: argparse.Namespace) -> None:
+    """Run a checkpoint's policy in play mode; write a video; print reward terms and errors."""
+    _require_train_extra()
+    from motrix_gym.learn.play import play
+
+    res = play(_id(args.env_id), args.checkpoint, out=args.out, lanes=args.lanes, steps=args.steps,
+               every=args.every, export=args.export, seed=args.seed)
+    print(f"\n{res.steps} steps x {args.lanes} lanes, {res.episodes_ended} episodes ended")
+    print("mean reward per env step, by term (weight * dt included):")
+    for name, v in res.reward_terms.items():
+        print(f"  {name:<20} {v:+.5f}")
+    if res.metrics:
+        print("tracking errors (mean over steps and lanes):")
+        for name, v in res.metrics.items():
+            print(f"  {name:<36} {v:.4f}")
+    if res.video:
+        print(f"wrote {res.video}")
+    if res.onnx:
+        print(f"exported {res.onnx}")
+
+
 def cmd_bench(args: argparse.Namespace) -> None:
     from motrix_gym import bench
 
     bench.main(args)
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    """Errors that say what the user must change (printed without a traceback): those of the
+    modules loaded so far (each is imported only by the commands that need it)."""
+    found = []
+    for module, name in (("motrix_gym.sim.render", "RenderingUnavailable"),
+                         ("motrix_gym.learn.checkpoint", "CheckpointError")):
+        if module in sys.modules:
+            found.append(getattr(sys.modules[module], name))
+    return tuple(found)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,6 +175,29 @@ def main(argv: list[str] | None = None) -> int:
     render.add_argument("--seed", type=int, default=0)
     render.add_argument("--action-std", type=float, default=0.0, help="0: hold the default pose")
     render.set_defaults(func=cmd_render)
+    tr = sub.add_parser("train", help="train a policy with rsl_rl's PPO (the task family's defaults)")
+    tr.add_argument("env_id")
+    tr.add_argument("--num-envs", type=int, default=None, help="default: the task family's")
+    budget = tr.add_mutually_exclusive_group()
+    budget.add_argument("--minutes", type=float, default=None, help="wall-clock budget (default 20)")
+    budget.add_argument("--iterations", type=int, default=None, help="PPO iterations")
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--log-dir", default="logs")
+    tr.add_argument("--resume", default=None, metavar="CHECKPOINT", help="continue from a model_<it>.pt")
+    tr.add_argument("--eval-lanes", type=int, default=64,
+                    help="lanes of the final comparison with random and zero actions (0: none)")
+    tr.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
+    tr.set_defaults(func=cmd_train)
+    pl = sub.add_parser("play", help="watch a trained policy (play mode, rendered off-screen)")
+    pl.add_argument("env_id")
+    pl.add_argument("--checkpoint", required=True)
+    pl.add_argument("--out", default=None, help="video.gif or video.mp4")
+    pl.add_argument("--lanes", type=int, default=1, help="lanes run and tiled in the video")
+    pl.add_argument("--steps", type=int, default=None, help="default: one episode, at most 10 s")
+    pl.add_argument("--every", type=int, default=2, help="keep every n-th frame")
+    pl.add_argument("--export", choices=("onnx",), default=None, help="write policy.onnx beside the checkpoint")
+    pl.add_argument("--seed", type=int, default=0)
+    pl.set_defaults(func=cmd_play)
     bench = sub.add_parser("bench", help="env-steps/s vs raw physics, runtime cost, memory per lane")
     from motrix_gym.bench import add_arguments
 
@@ -124,8 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.func(args)
     except Exception as e:
-        render = sys.modules.get("motrix_gym.sim.render")  # imported only by what renders
-        if render is None or not isinstance(e, render.RenderingUnavailable):
+        if not isinstance(e, _user_errors()):
             raise
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -31,13 +31,25 @@ FEET = (Sensor("left_foot_contact"), Sensor("right_foot_contact"))
 ALL = Joints(".*")
 
 
-def walk_flat() -> TaskConfig:
+MODES = ("train", "play")
+
+
+def walk_flat(mode: str = "train") -> TaskConfig:
+    """``mode="play"``: no observation noise, the default pose at reset without noise or a
+    random heading (for watching a policy)."""
+    if mode not in MODES:
+        raise ValueError(f"G1WalkFlat: mode must be one of {MODES}, got {mode!r}")
+    play = mode == "play"
+
+    def noise(lo: float) -> tuple[float, float] | None:
+        return None if play else (-lo, lo)
+
     policy = (
-        Obs("base_ang_vel", obs.base_ang_vel, scale=0.25, noise=(-0.2, 0.2)),
-        Obs("projected_gravity", obs.projected_gravity, noise=(-0.05, 0.05)),
+        Obs("base_ang_vel", obs.base_ang_vel, scale=0.25, noise=noise(0.2)),
+        Obs("projected_gravity", obs.projected_gravity, noise=noise(0.05)),
         Obs("command", obs.command, params={"name": "base_velocity"}),
-        Obs("joint_pos", obs.joint_pos_rel, params={"joints": ALL}, noise=(-0.01, 0.01)),
-        Obs("joint_vel", obs.joint_vel, params={"joints": ALL}, scale=0.05, noise=(-1.5, 1.5)),
+        Obs("joint_pos", obs.joint_pos_rel, params={"joints": ALL}, noise=noise(0.01)),
+        Obs("joint_vel", obs.joint_vel, params={"joints": ALL}, scale=0.05, noise=noise(1.5)),
         Obs("last_action", obs.last_action),
         Obs("gait_phase", obs.gait_phase, params={"name": "gait"}),
     )
@@ -87,7 +99,8 @@ def walk_flat() -> TaskConfig:
         ),
         resets=(
             ResetTerm("default_pose", resets.reset_default_pose,
-                      params={"joint_noise": 0.1, "yaw_range": math.pi, "vel_noise": 0.1}),
+                      params={"joint_noise": 0.0 if play else 0.1, "yaw_range": 0.0 if play else math.pi,
+                              "vel_noise": 0.0 if play else 0.1}),
         ),
         sim_dt=0.005,
         decimation=4,

@@ -7,9 +7,10 @@ and advances only the lanes that draw.
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from motrix_gym.manager.resolver import SensorSlice
-from motrix_gym.mdp.observations import in_contact
+from motrix_gym.mdp.observations import base_lin_vel, in_contact
 from motrix_gym.runtime.context import Context
 
 
@@ -49,6 +50,11 @@ class VelocityCommand:
 
     def advance(self, env: Context) -> None:
         pass
+
+    def metrics(self, env: Context) -> dict[str, Tensor]:
+        """Per-lane tracking errors now: planar velocity (m/s, base frame) and yaw rate (rad/s)."""
+        return {"lin_vel_error": (self.value[:, :2] - base_lin_vel(env)[:, :2]).norm(dim=-1),
+                "yaw_rate_error": (self.value[:, 2] - env.qvel[:, 5]).abs()}
 
 
 class GaitClock:

@@ -184,6 +184,13 @@ class MotionCommand:
             return torch.zeros_like(self.frame, dtype=torch.bool)
         return self.frame >= self.clip_last[self.clip]
 
+    def metrics(self, env: Context) -> dict[str, Tensor]:
+        """Per-lane tracking errors now: mean position error of the tracked bodies (m, against
+        the re-anchored reference), of the anchor (m, world), and mean joint error (rad)."""
+        return {"body_pos_error_m": (self.body_pos_rel_w - env.xpos[:, self.body_ids]).norm(dim=-1).mean(-1),
+                "anchor_pos_error_m": (self.anchor_pos_w - env.xpos[:, self.anchor_body]).norm(dim=-1),
+                "joint_pos_error_rad": (env.qpos[:, -self.joint_pos.shape[1]:] - self.joint_pos).abs().mean(-1)}
+
     def log(self) -> dict[str, float]:
         p = self.probs
         n = p.shape[0]

@@ -1,0 +1,79 @@
+"""A policy against uniform random and zero actions, measured the same way.
+
+Each is run on a fresh env of ``lanes`` lanes made with the same seed (so the same initial
+states), until every lane's first episode has ended; the figures are over those first episodes:
+mean return, mean length in steps, and each reward term's mean per env step (weight and step_dt
+included, as the env adds it to the reward).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+Act = Callable[[TensorDict], torch.Tensor]
+
+
+def first_episodes(env_id: str, act: Act, lanes: int = 64, seed: int = 0, **make: Any) -> dict[str, Any]:
+    """Figures of the first episode of every lane under ``act`` (observations -> actions)."""
+    from motrix_gym.integrations.rsl_rl import make_rsl_rl
+
+    make = {"compile": False, "progress": False, **make}
+    env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, **make)
+    rt = env.env.runtime
+    ret = torch.zeros(lanes)
+    length = torch.zeros(lanes, dtype=torch.long)
+    alive = torch.ones(lanes, dtype=torch.bool)
+    terms = torch.zeros(len(rt.reward_names), dtype=torch.float64)
+    obs = env.get_observations()
+    for _ in range(env.max_episode_length + 1):
+        with torch.inference_mode():
+            actions = act(obs)
+        obs, rewards, dones, _ = env.step(actions)
+        ret += torch.where(alive, rewards, 0.0)
+        length += alive.long()
+        terms += (rt.reward_terms[:lanes] * alive.unsqueeze(-1)).sum(0).double()
+        alive &= ~dones
+        if not alive.any():
+            break
+    env.close()
+    steps = int(length.sum())
+    return {"lanes": lanes, "mean_return": float(ret.mean()), "mean_episode_length": float(length.float().mean()),
+            "unfinished_lanes": int(alive.sum()),
+            "reward_terms": {n: float(t) / steps for n, t in zip(rt.reward_names, terms)}}
+
+
+def baselines(num_actions: int, clip: float, seed: int) -> dict[str, Act]:
+    """Uniform random actions over the action space, and zero actions (the default pose)."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def random(obs: TensorDict) -> torch.Tensor:
+        return (torch.rand(obs.batch_size[0], num_actions, generator=gen) * 2.0 - 1.0) * clip
+
+    def zero(obs: TensorDict) -> torch.Tensor:
+        return torch.zeros(obs.batch_size[0], num_actions)
+
+    return {"random": random, "zero": zero}
+
+
+def evaluate(env_id: str, policy: Act | None, lanes: int = 64, seed: int = 0, progress: bool = True,
+             **make: Any) -> dict[str, dict[str, Any]]:
+    """``first_episodes`` of ``policy`` (its deterministic output; skipped when None), random and
+    zero actions."""
+    import gymnasium as gym
+    from tqdm import tqdm
+
+    import motrix_gym  # noqa: F401  (registers the ids)
+
+    probe = gym.make_vec(env_id, num_envs=1, compile=False, progress=False, **make)
+    na, clip = probe.single_action_space.shape[0], float(probe.single_action_space.high[0])
+    probe.close()
+    acts: dict[str, Act] = {} if policy is None else {"policy": policy}
+    acts.update(baselines(na, clip, seed))
+    out = {}
+    for name, act in tqdm(acts.items(), desc=f"evaluate {env_id}", unit="policy", disable=not progress, leave=False):
+        out[name] = first_episodes(env_id, act, lanes, seed, **make)
+    return out

@@ -1,0 +1,106 @@
+"""``python -m motrix_gym play``: a trained policy in the task's play mode (no observation noise,
+pushes or randomisation), rendered off-screen, with per-term reward means and the commands'
+tracking errors; optionally exported to ONNX."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from motrix_gym.learn import checkpoint
+from motrix_gym.learn.config import PpoConfig
+
+VIDEO_SUFFIXES = (".gif", ".mp4")
+
+
+@dataclass(frozen=True)
+class PlayResult:
+    steps: int
+    reward_terms: dict[str, float]  # mean per env step and lane (weight and step_dt included)
+    metrics: dict[str, float]  # commands' errors, mean over steps and lanes
+    episodes_ended: int
+    video: Path | None
+    onnx: Path | None
+
+
+def load_policy(path: str | Path, env: Any) -> tuple[Callable, Any]:
+    """The deterministic policy of checkpoint ``path`` for ``env`` (an rsl_rl adapter of the same
+    task), and the runner that holds it."""
+    from motrix_gym.learn.train import make_runner
+
+    ckpt = checkpoint.load(path)
+    runner = make_runner(env, PpoConfig.from_dict(ckpt["infos"]["ppo"]))
+    runner.alg.load(ckpt, {"actor": True}, strict=True)
+    return runner.get_inference_policy(), runner
+
+
+def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None, lanes: int = 1,
+         steps: int | None = None, every: int = 2, export: str | None = None, seed: int = 0,
+         width: int = 480, height: int = 360, progress: bool = True) -> PlayResult:
+    """Run the policy for ``steps`` env steps (default: one episode, at most 10 s) on ``lanes``
+    lanes; write every ``every``-th frame to ``out`` (.gif or .mp4, lanes tiled); ``export="onnx"``
+    writes ``policy.onnx`` beside the checkpoint."""
+    from tqdm import tqdm
+
+    from motrix_gym.integrations.rsl_rl import make_rsl_rl
+
+    meta = checkpoint.load(checkpoint_path)["infos"]
+    if meta["env_id"] != env_id:
+        raise ValueError(f"checkpoint {str(checkpoint_path)!r} was trained on {meta['env_id']}, not {env_id}")
+    if out is not None and Path(out).suffix not in VIDEO_SUFFIXES:
+        raise ValueError(f"--out must end in one of {VIDEO_SUFFIXES}, got {str(out)!r}")
+    if export not in (None, "onnx"):
+        raise ValueError(f"export must be None or 'onnx', got {export!r}")
+    if not isinstance(lanes, int) or lanes < 1:
+        raise ValueError(f"lanes must be an int >= 1, got {lanes!r}")
+    render = {} if out is None else {"render_mode": "rgb_array", "render_lane": range(lanes) if lanes > 1 else 0,
+                                     "width": width, "height": height}
+    env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render)
+    base = env.env
+    policy, runner = load_policy(checkpoint_path, env)
+    rt = base.runtime
+    steps = steps or min(base.task.max_episode_steps, round(10.0 / base.task.step_dt))
+    rewards = torch.zeros(len(rt.reward_names), dtype=torch.float64)
+    metrics: dict[str, list[float]] = {}  # name -> [sum, count] over live lanes and steps
+    frames, ended = [], 0
+    obs = env.get_observations()
+    for i in tqdm(range(steps), desc=f"play {env_id}", unit="step", disable=not progress):
+        with torch.inference_mode():
+            obs, _, dones, _ = env.step(policy(obs))
+        rewards += rt.reward_terms[:lanes].sum(0).double()
+        ended += int(dones.sum())
+        live = ~dones  # lanes that ended were reset: their commands describe the new episode
+        for name, c in rt.ctx.commands.items():
+            for key, value in (c.metrics(rt.ctx) if hasattr(c, "metrics") else {}).items():
+                acc = metrics.setdefault(f"{name}/{key}", [0.0, 0])
+                acc[0] += float(value[:lanes][live].sum())
+                acc[1] += int(live.sum())
+        if out is not None and i % every == 0:
+            frames.append(base.render())
+    video = None if out is None else write_video(frames, Path(out), fps=1.0 / (base.task.step_dt * every))
+    onnx = None
+    if export == "onnx":
+        target = Path(checkpoint_path).with_name("policy.onnx")
+        runner.export_policy_to_onnx(str(target.parent), target.name)
+        onnx = target
+    env.close()
+    return PlayResult(steps, {n: float(r) / (steps * lanes) for n, r in zip(rt.reward_names, rewards)},
+                      {k: total / max(count, 1) for k, (total, count) in metrics.items()}, ended, video, onnx)
+
+
+def write_video(frames: list[np.ndarray], out: Path, fps: float) -> Path:
+    if out.suffix == ".gif":
+        from PIL import Image
+
+        images = [Image.fromarray(f) for f in frames]
+        images[0].save(out, save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0)
+    else:
+        from moviepy import ImageSequenceClip
+
+        ImageSequenceClip(frames, fps=fps).write_videofile(str(out), logger=None)
+    return out

@@ -1,0 +1,208 @@
+"""``python -m motrix_gym train``: rsl_rl's PPO on a task with the task family's defaults.
+
+The ``OnPolicyRunner`` builds the algorithm (models, storage, optimizer) and saves and exports
+it; this module drives its iterations itself because a run here has a time budget
+(``minutes``) as well as an iteration count, and shows one progress line instead of a page per
+iteration. Each iteration is the runner's: ``num_steps_per_env`` steps of ``alg.act`` /
+``env.step`` / ``alg.process_env_step``, then ``alg.compute_returns`` and ``alg.update``.
+
+A run directory holds TensorBoard events, ``model_<it>.pt`` checkpoints (data only, see
+``checkpoint.py``), ``progress.csv``, ``curve.png`` and, after the final evaluation,
+``summary.json``: the final policy (its mean action) against uniform random and zero actions,
+each over the first episode of the same lanes.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from motrix_gym.learn import checkpoint
+from motrix_gym.learn.config import PpoConfig
+from motrix_gym.learn.evaluate import evaluate
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    run_dir: Path
+    checkpoint: Path
+    iterations: int
+    env_steps: int
+    seconds: float
+    summary: dict[str, Any]
+
+
+def default_config(env_id: str) -> PpoConfig:
+    from motrix_gym.envs import ppo_config, task_name
+
+    return ppo_config(task_name(env_id))
+
+
+def make_runner(env: Any, cfg: PpoConfig, device: str = "cpu") -> Any:
+    """An rsl_rl ``OnPolicyRunner`` over ``env`` with ``cfg``; it writes no logs of its own."""
+    import contextlib
+    import io
+
+    from rsl_rl.runners import OnPolicyRunner
+
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints both models at construction
+        return OnPolicyRunner(env, cfg.to_rsl_rl(), log_dir=None, device=device)
+
+
+def train(env_id: str, num_envs: int | None = None, minutes: float | None = None, iterations: int | None = None,
+          seed: int = 0, log_dir: str | Path = "logs", resume: str | Path | None = None, compile: bool = True,
+          eval_lanes: int = 64, progress: bool = True, config: PpoConfig | None = None) -> TrainResult:
+    """Train ``env_id`` for ``minutes`` of wall time or ``iterations`` PPO iterations (exactly one of
+    them), starting from ``resume`` (a checkpoint) or from scratch."""
+    from torch.utils.tensorboard import SummaryWriter
+    from tqdm import tqdm
+
+    from motrix_gym.integrations.rsl_rl import make_rsl_rl
+
+    if (minutes is None) == (iterations is None):
+        raise ValueError("give exactly one of minutes and iterations")
+    if minutes is not None and not (isinstance(minutes, int | float) and minutes > 0):
+        raise ValueError(f"minutes must be > 0, got {minutes!r}")
+    if iterations is not None and not (isinstance(iterations, int) and iterations >= 1):
+        raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
+    start_it, state = 0, None
+    if resume is not None:
+        ckpt = checkpoint.load(resume)
+        meta = ckpt["infos"]
+        if meta["env_id"] != env_id:
+            raise ValueError(f"checkpoint {str(resume)!r} was trained on {meta['env_id']}, not {env_id}")
+        config = PpoConfig.from_dict(meta["ppo"])
+        start_it, state = int(ckpt["iter"]) + 1, ckpt
+    cfg = config or default_config(env_id)
+    if num_envs is not None:
+        cfg = cfg.with_(num_envs=num_envs)
+
+    torch.manual_seed(seed)
+    run_dir = Path(log_dir) / env_id.split("/")[-1].removesuffix("-v0") / time.strftime("%Y-%m-%d_%H-%M-%S")
+    run_dir.mkdir(parents=True, exist_ok=False)
+    (run_dir / "config.json").write_text(json.dumps({"env_id": env_id, "seed": seed, "ppo": cfg.as_dict(),
+                                                     "resumed_from": str(resume) if resume else None}, indent=1))
+    env = make_rsl_rl(env_id, num_envs=cfg.num_envs, seed=seed, compile=compile, progress=progress)
+    runner = make_runner(env, cfg)
+    alg = runner.alg
+    if state is not None:
+        alg.load(state, None, strict=True)
+    writer = SummaryWriter(str(run_dir), flush_secs=10)
+    meta = {"env_id": env_id, "seed": seed, "ppo": cfg.as_dict()}
+    rows: list[dict[str, float]] = []
+    returns: deque[float] = deque(maxlen=100)
+    lengths: deque[float] = deque(maxlen=100)
+    ret = torch.zeros(cfg.num_envs)
+    length = torch.zeros(cfg.num_envs)
+    steps_per_it = cfg.num_steps_per_env * cfg.num_envs
+
+    def save(it: int) -> Path:
+        path = run_dir / f"model_{it}.pt"
+        checkpoint.save(path, alg.save(), {**meta, "iteration": it})
+        return path
+
+    obs = env.get_observations()
+    alg.train_mode()
+    t0 = time.perf_counter()
+    budget = math.inf if minutes is None else 60.0 * minutes
+    total = iterations if iterations is not None else None
+    bar = tqdm(total=total, desc=f"train {env_id}", unit="it", disable=not progress, dynamic_ncols=True)
+    it, last = start_it - 1, None
+    while (iterations is None or it + 1 < start_it + iterations) and time.perf_counter() - t0 < budget:
+        it += 1
+        t_it = time.perf_counter()
+        with torch.inference_mode():
+            for _ in range(cfg.num_steps_per_env):
+                actions = alg.act(obs)
+                obs, rewards, dones, extras = env.step(actions)
+                alg.process_env_step(obs, rewards, dones, extras)
+                ret += rewards
+                length += 1
+                ended = dones.nonzero().flatten()
+                if len(ended):
+                    returns.extend(ret[ended].tolist())
+                    lengths.extend(length[ended].tolist())
+                    ret[ended] = 0.0
+                    length[ended] = 0.0
+            alg.compute_returns(obs)
+        collect = time.perf_counter() - t_it
+        losses = alg.update()
+        seconds = time.perf_counter() - t_it
+        row = {"iteration": it, "env_steps": (it - start_it + 1) * steps_per_it,
+               "seconds": time.perf_counter() - t0, "steps_per_s": steps_per_it / seconds,
+               "mean_return": _mean(returns), "mean_episode_length": _mean(lengths)}
+        rows.append(row)
+        for key, value in losses.items():
+            writer.add_scalar(f"Loss/{key}", value, it)
+        writer.add_scalar("Loss/learning_rate", alg.learning_rate, it)
+        writer.add_scalar("Policy/mean_std", float(alg.get_policy().output_std.detach().mean()), it)
+        writer.add_scalar("Perf/total_fps", row["steps_per_s"], it)
+        writer.add_scalar("Perf/collection_time", collect, it)
+        writer.add_scalar("Perf/learning_time", seconds - collect, it)
+        if returns:
+            writer.add_scalar("Train/mean_reward", row["mean_return"], it)
+            writer.add_scalar("Train/mean_episode_length", row["mean_episode_length"], it)
+        for key, value in extras.get("log", {}).items():
+            writer.add_scalar(key, value, it)
+        if (it - start_it + 1) % cfg.save_interval == 0:
+            last = save(it)
+        bar.update(1)
+        bar.set_postfix_str(f"return {row['mean_return']:.2f}  length {row['mean_episode_length']:.0f}  "
+                            f"{row['steps_per_s']:,.0f} steps/s  {row['seconds'] / 60:.1f} min")
+    bar.close()
+    seconds = time.perf_counter() - t0
+    done = it - start_it + 1
+    if done < 1:
+        raise RuntimeError("the time budget ended before the first iteration")
+    if last is None or last.name != f"model_{it}.pt":
+        last = save(it)
+    writer.close()
+    env.close()
+    _write_progress(run_dir, rows)
+
+    summary = {"env_id": env_id, "iterations": done, "env_steps": done * steps_per_it, "train_seconds": seconds,
+               "final_train_mean_return": rows[-1]["mean_return"],
+               "final_train_mean_episode_length": rows[-1]["mean_episode_length"], "eval": None}
+    if eval_lanes:
+        summary["eval"] = evaluate(env_id, runner.get_inference_policy(), lanes=eval_lanes, seed=seed + 1,
+                                   progress=progress)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    return TrainResult(run_dir, last, done, done * steps_per_it, seconds, summary)
+
+
+def _mean(values: deque[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _write_progress(run_dir: Path, rows: list[dict[str, float]]) -> None:
+    with open(run_dir / "progress.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    plot_curve(rows, run_dir / "curve.png", title=run_dir.parent.name)
+
+
+def plot_curve(rows: list[dict[str, float]], out: Path, title: str) -> None:
+    """Mean episodic return and episode length (last 100 episodes) against env steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r["env_steps"] / 1e6 for r in rows]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.2))
+    a.plot(steps, [r["mean_return"] for r in rows])
+    a.set(xlabel="env steps (M)", ylabel="mean episodic return", title=title)
+    b.plot(steps, [r["mean_episode_length"] for r in rows], color="tab:orange")
+    b.set(xlabel="env steps (M)", ylabel="mean episode length (steps)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)

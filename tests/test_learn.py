@@ -1,0 +1,108 @@
+"""train and play: every task trains for two tiny iterations and plays a few steps; resume,
+ONNX export and the refusal of checkpoints that carry code."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from motrix_gym.envs import ppo_config
+from motrix_gym.learn import checkpoint
+from motrix_gym.learn.evaluate import evaluate
+from motrix_gym.learn.play import load_policy, play
+from motrix_gym.learn.train import train
+from motrix_gym.registry import REGISTERED, env_id
+
+
+def tiny(task: str):
+    return ppo_config(task).with_(num_envs=4, num_steps_per_env=4, num_learning_epochs=1, num_mini_batches=1,
+                                  actor_hidden=(16,), critic_hidden=(16,), save_interval=1)
+
+
+@pytest.mark.parametrize("task", REGISTERED)
+def test_train_two_iterations_and_play(task, tmp_path):
+    res = train(env_id(task), iterations=2, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
+                config=tiny(task))
+    assert res.iterations == 2 and res.checkpoint.name == "model_1.pt"
+    assert {"config.json", "progress.csv", "curve.png", "summary.json", "model_0.pt"} <= {
+        p.name for p in res.run_dir.iterdir()}
+    assert list(res.run_dir.glob("events.out.tfevents.*"))  # TensorBoard
+    out = play(env_id(task), res.checkpoint, steps=3, progress=False)
+    assert out.steps == 3 and set(out.reward_terms) and all(np.isfinite(v) for v in out.reward_terms.values())
+    assert out.metrics and all(np.isfinite(v) for v in out.metrics.values())  # every task's command reports errors
+
+
+def test_resume_continues_iterations_and_optimizer(tmp_path):
+    first = train(env_id("G1WalkFlat"), iterations=2, log_dir=tmp_path / "a", compile=False, eval_lanes=0,
+                  progress=False, config=tiny("G1WalkFlat"))
+    second = train(env_id("G1WalkFlat"), iterations=1, log_dir=tmp_path / "b", resume=first.checkpoint,
+                   compile=False, eval_lanes=0, progress=False)
+    assert second.checkpoint.name == "model_2.pt"
+    ckpt = checkpoint.load(second.checkpoint)
+    steps = {int(s["step"]) for s in ckpt["optimizer_state_dict"]["state"].values()}
+    assert steps == {3}  # Adam's step count carried on: 3 iterations of 1 epoch x 1 mini-batch
+    with pytest.raises(ValueError, match="trained on Motrix/G1WalkFlat-v0"):
+        train(env_id("G1WbtDance"), iterations=1, log_dir=tmp_path / "c", resume=first.checkpoint)
+
+
+def test_onnx_export_reproduces_the_policy(tmp_path):
+    from onnx.reference import ReferenceEvaluator
+
+    from motrix_gym.integrations.rsl_rl import make_rsl_rl
+
+    res = train(env_id("G1WalkFlat"), iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
+                config=tiny("G1WalkFlat").with_(actor_hidden=(32, 16)))
+    out = play(env_id("G1WalkFlat"), res.checkpoint, steps=1, export="onnx", progress=False)
+    env = make_rsl_rl(env_id("G1WalkFlat"), num_envs=4, compile=False, progress=False)
+    policy, _ = load_policy(res.checkpoint, env)
+    obs = env.get_observations()
+    for _ in range(5):
+        with torch.inference_mode():
+            want = policy(obs)
+            obs = env.step(want)[0]
+        got = ReferenceEvaluator(str(out.onnx)).run(None, {"obs": obs["policy"].numpy()})[0]
+        assert np.allclose(got, policy(obs).detach().numpy(), atol=1e-5)
+    env.close()
+
+
+class Payload:
+    """Anything a pickle can rebuild: on an unsafe load it would run code of the file's choosing."""
+
+
+def test_checkpoint_with_pickled_object_is_refused(tmp_path):
+    bad = tmp_path / "model_0.pt"
+    torch.save({"actor_state_dict": {}, "iter": 0, "infos": {"format": checkpoint.FORMAT, "x": Payload()}}, bad)
+    with pytest.raises(checkpoint.CheckpointError, match="objects other than tensors"):
+        checkpoint.load(bad)
+    run = subprocess.run([sys.executable, "-m", "motrix_gym", "play", "Motrix/G1WalkFlat-v0", "--checkpoint",
+                          str(bad)], capture_output=True, text=True)
+    assert run.returncode == 2 and "objects other than tensors" in run.stderr and "Traceback" not in run.stderr
+    plain = tmp_path / "plain.pt"
+    torch.save({"weights": torch.zeros(2)}, plain)
+    with pytest.raises(checkpoint.CheckpointError, match="not written by"):
+        checkpoint.load(plain)
+
+
+def test_evaluate_compares_with_random_and_zero_actions():
+    out = evaluate(env_id("G1WalkFlat"), None, lanes=4, seed=0, progress=False)
+    assert set(out) == {"random", "zero"}
+    for e in out.values():
+        assert e["unfinished_lanes"] == 0 and e["mean_episode_length"] > 0
+        assert np.isclose(sum(e["reward_terms"].values()) * e["mean_episode_length"], e["mean_return"], rtol=1e-3)
+    assert out["random"]["mean_return"] < out["zero"]["mean_return"]
+
+
+def test_cli_train_then_play_writes_a_gif(tmp_path):
+    cli = [sys.executable, "-m", "motrix_gym"]
+    run = subprocess.run([*cli, "train", "Motrix/G1WalkFlat-v0", "--num-envs", "4", "--iterations", "2",
+                          "--no-compile", "--eval-lanes", "2", "--log-dir", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "random" in run.stdout and "zero" in run.stdout
+    ckpt = next(tmp_path.glob("G1WalkFlat/*/model_1.pt"))
+    gif = tmp_path / "walk.gif"
+    run = subprocess.run([*cli, "play", "Motrix/G1WalkFlat-v0", "--checkpoint", str(ckpt), "--out", str(gif),
+                          "--steps", "6", "--lanes", "2"], capture_output=True, text=True)
+    assert run.returncode == 0 and gif.stat().st_size > 1000, run.stderr[-2000:]
