@@ -20,8 +20,8 @@ class TaskEntry:
     ppo: str  # "module:name" of the family's PpoConfig (train's defaults)
 
 
-G1, T1 = "Unitree G1 29-DoF", "Booster T1 29-DoF"
-WBT, WALK = "motrix_gym.envs.wbt.tracking", "motrix_gym.envs.walk.g1"
+G1, T1, GO1 = "Unitree G1 29-DoF", "Booster T1 29-DoF", "Unitree Go1 12-DoF"
+WBT, WALK = "motrix_gym.envs.wbt.tracking", "motrix_gym.envs.walk.velocity"
 WBT_PPO, WALK_PPO = "motrix_gym.envs.wbt.rl_cfg:TRACKING", "motrix_gym.envs.walk.rl_cfg:WALK"
 
 TASKS: dict[str, TaskEntry] = {
@@ -30,7 +30,16 @@ TASKS: dict[str, TaskEntry] = {
     "G1WbtMix": TaskEntry(f"{WBT}:g1_mix", G1, "motion tracking, dance + kick + squat + wave", WBT_PPO),
     "T1WbtDance": TaskEntry(f"{WBT}:t1_dance", T1, "motion tracking, dance clip", WBT_PPO),
     "T1WbtKick": TaskEntry(f"{WBT}:t1_kick", T1, "motion tracking, kick clip", WBT_PPO),
-    "G1WalkFlat": TaskEntry(f"{WALK}:walk_flat", G1, "velocity tracking, flat", WALK_PPO),
+    "G1WalkFlat": TaskEntry(f"{WALK}:g1_flat", G1, "velocity tracking, flat", WALK_PPO),
+    "G1WalkRough": TaskEntry(f"{WALK}:g1_rough", G1, "velocity tracking, rough heightfield", WALK_PPO),
+    "G1WalkStairs": TaskEntry(f"{WALK}:g1_stairs", G1, "velocity tracking, stairs, height scan", WALK_PPO),
+    "G1WalkSlope": TaskEntry(f"{WALK}:g1_slope", G1, "velocity tracking, slopes, height scan", WALK_PPO),
+    "T1WalkFlat": TaskEntry(f"{WALK}:t1_flat", T1, "velocity tracking, flat", WALK_PPO),
+    "T1WalkRough": TaskEntry(f"{WALK}:t1_rough", T1, "velocity tracking, rough heightfield", WALK_PPO),
+    "Go1WalkFlat": TaskEntry(f"{WALK}:go1_flat", GO1, "quadruped velocity tracking, flat", WALK_PPO),
+    "Go1WalkRough": TaskEntry(f"{WALK}:go1_rough", GO1, "quadruped velocity tracking, rough", WALK_PPO),
+    "Go1WalkStairs": TaskEntry(f"{WALK}:go1_stairs", GO1, "quadruped velocity tracking, stairs, height scan",
+                               WALK_PPO),
 }
 
 

@@ -1,4 +1,5 @@
-"""Robot descriptions: which vendored model, its actuators and default pose.
+"""Robot descriptions: which vendored model, its actuators and default pose, and what walking
+needs to know of it (``Legs``: feet, the bodies whose contact ends an episode, the gait).
 
 Actuator gains follow one rule for every motor: a position servo with natural frequency
 10 Hz and damping ratio 2 on the joint's reflected rotor inertia (armature):
@@ -10,6 +11,7 @@ Reflected inertias are those of Unitree's two-stage planetary motors:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from motrix_gym.manager.config import ActuatorGroup, RobotConfig
@@ -59,8 +61,6 @@ G1 = RobotConfig(
     },
 )
 
-G1_FEET = ("left_ankle_roll_link", "right_ankle_roll_link")
-
 
 def action_scale(robot: RobotConfig, factor: float = 0.25) -> dict[str, float]:
     """Per-joint action scale ``factor * effort / stiffness`` (radians per unit action)."""
@@ -69,11 +69,9 @@ def action_scale(robot: RobotConfig, factor: float = 0.25) -> dict[str, float]:
 
 def velocity_limits(robot: RobotConfig, joint_names: tuple[str, ...] | list[str]) -> dict[str, float]:
     """Actuator velocity limit of each named joint (first matching group)."""
-    import re
-
     out = {}
     for name in joint_names:
-        group = next((g for g in robot.actuators if any(re.fullmatch(p, name) for p in g.joints)), None)
+        group = robot.actuator_of(name)
         if group is None:
             raise ValueError(f"robot {robot.name!r}: joint {name!r} has no actuator")
         out[name] = group.velocity_limit
@@ -107,4 +105,71 @@ T1 = RobotConfig(
         ".*_Knee_Pitch": 0.4,
         ".*_Ankle_Pitch": -0.25,
     },
+)
+
+
+# Unitree Go1: one motor type (rotor inertia about its axis, kg m^2) behind a 6:1 gearbox at the
+# hips and thighs and a further 1.5:1 linkage at the knees; peak torque (N m) and speed (rad/s).
+GO1_ROTOR = 0.000111842
+GO1_HIP = reflected_inertia((GO1_ROTOR, 0.0, 0.0), (1.0, 6.0, 1.0))
+GO1_KNEE = reflected_inertia((GO1_ROTOR, 0.0, 0.0), (1.0, 9.0, 1.0))
+GO1 = RobotConfig(
+    name="go1",
+    xml=ASSETS / "unitree_go1" / "go1.xml",
+    root_body="trunk",
+    base_height=0.295,
+    actuators=(
+        servo((".*_hip_joint", ".*_thigh_joint"), GO1_HIP, 23.7, 30.1),
+        servo((".*_calf_joint",), GO1_KNEE, 35.55, 20.06),
+    ),
+    default_joint_pos={
+        ".*_thigh_joint": 0.9,
+        ".*_calf_joint": -1.8,
+        "[FR]R_hip_joint": 0.1,
+        "[FR]L_hip_joint": -0.1,
+    },
+)
+
+
+@dataclass(frozen=True)
+class Legs:
+    """What velocity tracking needs to know of a legged robot.
+
+    ``feet``: foot bodies (bipeds: left, right; quadrupeds: FL, FR, RL, RR) and, per foot, the
+    point of its sole in the body's frame; ``foot_geoms``: the geoms that touch the ground (empty:
+    all of each foot body's); ``illegal``: bodies whose ground contact ends an episode;
+    ``undesired``: bodies whose ground contact is penalised; ``gait_period``: one stride (s)."""
+
+    robot: RobotConfig
+    biped: bool
+    feet: tuple[str, ...]
+    sole: tuple[tuple[float, float, float], ...]
+    illegal: tuple[str, ...]
+    undesired: tuple[str, ...]
+    min_height: float  # root height above ground below which the episode ends (m)
+    gait_period: float
+    foot_geoms: tuple[str, ...] = ()
+
+
+G1_LEGS = Legs(
+    robot=G1, biped=True,
+    feet=("left_ankle_roll_link", "right_ankle_roll_link"), sole=((0.0, 0.0, -0.03),) * 2,
+    illegal=("pelvis", "torso_link"),
+    undesired=("left_knee_link", "right_knee_link", "left_hip_roll_link", "right_hip_roll_link"),
+    min_height=0.3, gait_period=0.8,
+)
+T1_LEGS = Legs(
+    robot=T1, biped=True,
+    feet=("left_foot_link", "right_foot_link"), sole=((0.0, 0.0, -0.03),) * 2,
+    illegal=("Trunk", "H2"),
+    undesired=("Shank_Left", "Shank_Right", "Hip_Roll_Left", "Hip_Roll_Right"),
+    min_height=0.3, gait_period=0.8,
+)
+GO1_LEGS = Legs(
+    robot=GO1, biped=False,
+    feet=("FL_calf", "FR_calf", "RL_calf", "RR_calf"), sole=((0.0, 0.0, -0.213),) * 4,
+    foot_geoms=("FL_foot_collision", "FR_foot_collision", "RL_foot_collision", "RR_foot_collision"),
+    illegal=("trunk",),
+    undesired=("FL_thigh", "FR_thigh", "RL_thigh", "RR_thigh", "FL_hip", "FR_hip", "RL_hip", "RR_hip"),
+    min_height=0.12, gait_period=0.5,
 )

@@ -1,13 +1,14 @@
-"""Gymnasium registration of the Motrix ids (cheap: imports neither torch nor MuJoCo)."""
+"""Gymnasium registration of the Motrix ids, from the one task table ``motrix_gym.envs.TASKS``
+(cheap: that table names builders as strings, so neither torch nor MuJoCo is imported)."""
 
 from __future__ import annotations
 
 import gymnasium
 
-NAMESPACE = "Motrix"
+from motrix_gym.envs import TASKS
 
-# Task name -> registered version. A task is listed here only once it works end to end.
-REGISTERED = ("G1WbtDance", "G1WbtKick", "G1WbtMix", "T1WbtDance", "T1WbtKick", "G1WalkFlat")
+NAMESPACE = "Motrix"
+REGISTERED = tuple(TASKS)  # task names, in the table's order
 
 
 def env_id(task: str) -> str:

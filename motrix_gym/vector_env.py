@@ -39,7 +39,7 @@ from motrix_gym.manager.resolver import resolve
 from motrix_gym.runtime.runtime import TorchManagerRuntime
 from motrix_gym.runtime.runtime import torch_threads as torch_threads_ctx
 from motrix_gym.sim.mujoco_batch import MujocoBatchSim
-from motrix_gym.sim.scene import build_model, build_sensing_model, model_info
+from motrix_gym.sim.scene import build_model, build_sensing_model, height_map, model_info
 
 OUTPUTS = ("numpy", "torch")
 
@@ -123,7 +123,7 @@ class MotrixVectorEnv(VectorEnv):
                              f"task {cfg.name!r} has {sorted(cfg.observations)}")
 
         model = build_model(cfg.scene, cfg.sim_dt, sensors=not current_kinematics)
-        program = resolve(cfg, model_info(model))
+        program = resolve(cfg, model_info(model, height_map(cfg.scene.terrain)))
         self.task = cfg
         sensing = build_sensing_model(cfg.scene, cfg.sim_dt, program.sensors) if current_kinematics else None
         self.sim = MujocoBatchSim(model, num_envs, nthread, reads=program.reads, sensing=sensing,
@@ -194,6 +194,7 @@ class MotrixVectorEnv(VectorEnv):
             seed = secrets.randbits(63) if seed is None else seed
             if mask_np is None:
                 rt.seed(seed)
+                rt.restart()
             else:
                 state = rt.ctx.rng.state.clone()
                 rt.seed(seed)

@@ -6,8 +6,9 @@ way they enter the repository: it downloads each pinned wheel with
 extracts the model folder and the licence, and writes ``SOURCES.md`` with the
 sha256 of every extracted file.
 
-    python scripts/vendor_assets.py            # vendor every robot
-    python scripts/vendor_assets.py --check    # verify the committed files
+    python scripts/vendor_assets.py                     # vendor every robot
+    python scripts/vendor_assets.py --only unitree_go1  # one robot
+    python scripts/vendor_assets.py --check             # verify the committed files
 """
 
 from __future__ import annotations
@@ -46,6 +47,16 @@ SOURCES = (
         wheel="mjlab-1.6.0-py3-none-any.whl",
         wheel_sha256="03d003854e2f44c48330c6dcf4c2253ff7641bb569747846825a21b9efa8540b",
         prefix="mjlab/asset_zoo/robots/unitree_g1/xmls/",
+        licence="mjlab-1.6.0.dist-info/licenses/LICENSE",
+        licence_name="Apache-2.0",
+    ),
+    Source(
+        folder="unitree_go1",
+        package="mjlab",
+        version="1.6.0",
+        wheel="mjlab-1.6.0-py3-none-any.whl",
+        wheel_sha256="03d003854e2f44c48330c6dcf4c2253ff7641bb569747846825a21b9efa8540b",
+        prefix="mjlab/asset_zoo/robots/unitree_go1/xmls/",
         licence="mjlab-1.6.0.dist-info/licenses/LICENSE",
         licence_name="Apache-2.0",
     ),
@@ -143,8 +154,14 @@ def check(src: Source) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="verify committed files against SOURCES.md")
+    parser.add_argument("--only", nargs="+", metavar="FOLDER", help="just these robots (folders under envs/assets)")
     args = parser.parse_args()
+    unknown = set(args.only or ()) - {s.folder for s in SOURCES}
+    if unknown:
+        raise SystemExit(f"unknown robot folder(s) {sorted(unknown)}; known: {[s.folder for s in SOURCES]}")
     for src in SOURCES:
+        if args.only and src.folder not in args.only:
+            continue
         if args.check:
             check(src)
             continue

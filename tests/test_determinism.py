@@ -1,14 +1,16 @@
 """Lane i's trajectory depends only on (seed, global lane id, its actions)."""
 
 import numpy as np
+import pytest
 
 from conftest import make, random_actions
+from motrix_gym.vector_env import MotrixVectorEnv
 
 STEPS = 80
 
 
-def rollout(num_envs: int, seed: int, actions: np.ndarray, **kwargs) -> list[tuple]:
-    env = make(num_envs, **kwargs)
+def rollout(num_envs: int, seed: int, actions: np.ndarray, task: str = "G1WalkFlat", **kwargs) -> list[tuple]:
+    env = MotrixVectorEnv(task, num_envs, compile=False, **kwargs)
     obs, _ = env.reset(seed=seed)
     out = [(obs,)]
     for a in actions:
@@ -24,9 +26,12 @@ def assert_lanes_equal(a: list[tuple], b: list[tuple], lanes: slice) -> None:
             np.testing.assert_array_equal(x[lanes], y[lanes])
 
 
-def test_lanes_identical_across_num_envs():
-    actions = random_actions(STEPS, 16, 29, seed=9)
-    small, big = rollout(4, 21, actions), rollout(16, 21, actions)
+@pytest.mark.parametrize("task", ["G1WalkFlat", "G1WalkRough", "G1WalkStairs", "T1WalkFlat", "Go1WalkStairs"])
+def test_lanes_identical_across_num_envs(task):
+    """Terrain, curriculum, randomised physics, action delay and pushes included."""
+    na = 12 if task.startswith("Go1") else 29
+    actions = random_actions(STEPS, 16, na, seed=9)
+    small, big = rollout(4, 21, actions, task), rollout(16, 21, actions, task)
     assert_lanes_equal(small, big, slice(0, 4))
     assert any(s[2].any() for s in big[1:])  # episodes ended and lanes were reset in between
 

@@ -4,14 +4,14 @@ import dataclasses
 
 import pytest
 
-from motrix_gym.envs.walk.g1 import walk_flat
+from motrix_gym.envs.walk.velocity import g1_flat
 from motrix_gym.manager.resolver import TaskConfigError, resolve
 from motrix_gym.manager.terms import Bodies, Joints, ObservationTerm, RewardTerm, Sensor
 from motrix_gym.mdp import observations as obs
 from motrix_gym.mdp import rewards as rew
 from motrix_gym.sim.scene import build_model, model_info
 
-TASK = walk_flat()
+TASK = g1_flat()
 INFO = model_info(build_model(TASK.scene, TASK.sim_dt))
 
 

@@ -18,14 +18,25 @@ from motrix_gym.vector_env import MotrixVectorEnv
 DERIVED = ("xpos", "xquat", "cvel", "subtree_com", "sensordata")
 
 
-@pytest.mark.parametrize("task", REGISTERED)
+def randomized_with_com():
+    """A task with per-lane masses and centres of mass that reads ``cvel`` and ``subtree_com``."""
+    from motrix_gym.envs import task_config
+
+    cfg = task_config("G1WalkRough")
+    assert cfg.randomization is not None
+    return dataclasses.replace(cfg, extra_reads=("cvel", "subtree_com"))
+
+
+@pytest.mark.parametrize("task", [*REGISTERED, "randomized_with_com"])
 def test_sensing_equals_physics_forward(task):
     """Every lane, after steps with falls (contacts of the sensed bodies with the ground), resets
     and pushes: the fields the task reads, and the sensors its terms read, equal those of an
-    mjSTAGE_VEL forward of the physics model; sensors no term reads are not computed."""
+    mjSTAGE_VEL forward of the physics model with the same per-lane masses, inertias and
+    centres of mass; sensors no term reads are not computed."""
     n = 16
+    cfg = randomized_with_com() if task == "randomized_with_com" else task
     # NEXT_STEP: a lane that ended is compared in its last state (on the ground) before its reset
-    env = MotrixVectorEnv(task, n, compile=False, autoreset_mode="NextStep")
+    env = MotrixVectorEnv(cfg, n, compile=False, autoreset_mode="NextStep")
     env.reset(seed=0)
     sim = env.sim
     lying = np.arange(4, dtype=np.int32)  # four robots start face down, their sensed bodies touching
@@ -35,6 +46,13 @@ def test_sensing_equals_physics_forward(task):
     model = build_model(env.task.scene, env.task.sim_dt)  # the physics model, computing its sensors
     assert sim.model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_SENSOR  # the env's does not
     reference = mjbatch.Batch(model, n, 1)
+
+    def same_lane_models() -> None:  # the physics batch's per-lane values (randomisation at resets)
+        for field in ("body_mass", "body_inertia", "body_ipos", "geom_friction"):
+            values = sim.batch.expanded(field)
+            if values is not None:
+                reference.expand(field)[:] = values
+        reference.set_const()
     read = [f for f in DERIVED if f in env.runtime.program.reads]
     ref = {f: reference.bind(f) for f in read}
     sensed = {f: sim.sensing.bind(f) for f in read}
@@ -46,6 +64,7 @@ def test_sensing_equals_physics_forward(task):
     contacts = 0
     for a in random_actions(60, n, env.single_action_space.shape[0], std=2.0):
         env.step(a)
+        same_lane_models()
         reference.state[:] = sim.batch.state
         reference.forward(None, stage=mujoco.mjtStage.mjSTAGE_VEL)
         for f in read:

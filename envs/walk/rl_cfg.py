@@ -2,5 +2,5 @@
 
 from motrix_gym.learn.config import PpoConfig
 
-WALK = PpoConfig(num_envs=512, num_steps_per_env=24, actor_hidden=(256, 128, 128), critic_hidden=(256, 128, 128),
+WALK = PpoConfig(num_envs=256, num_steps_per_env=24, actor_hidden=(256, 128, 128), critic_hidden=(256, 128, 128),
                  entropy_coef=0.01, learning_rate=1e-3)

@@ -23,6 +23,7 @@ from motrix_gym.manager.terms import (
 from motrix_gym.manager.terms import ObservationTerm as Obs
 from motrix_gym.manager.terms import RewardTerm as Rew
 from motrix_gym.manager.terms import TerminationTerm as Term
+from motrix_gym.mdp import events
 from motrix_gym.mdp import motion as mo
 from motrix_gym.mdp import observations as obs
 from motrix_gym.mdp import rewards as rew
@@ -129,15 +130,15 @@ def tracking(name: str, spec: TrackingRobot, clips: tuple[str, ...], sampling: s
             Rew("body_lin_vel", mo.body_lin_vel_exp, weight=1.0, params={**cmd, "std": 1.0}),
             Rew("body_ang_vel", mo.body_ang_vel_exp, weight=1.0, params={**cmd, "std": 3.14}),
             Rew("action_rate", rew.action_rate, weight=-0.1),
-            Rew("joint_limit", mo.joint_limits, weight=-10.0),
-            Rew("undesired_contacts", mo.undesired_contacts, weight=-0.1, params={"sensors": undesired}),
+            Rew("joint_limit", rew.joint_limits, weight=-10.0),
+            Rew("undesired_contacts", rew.undesired_contacts, weight=-0.1, params={"sensors": undesired}),
         ),
         terminations=terminations,
         resets=(ResetTerm("motion_start", mo.reset_to_motion, params={
             **cmd, "pos_noise": 0.0 if play else 0.05, "rot_noise": 0.0 if play else 0.1,
             "lin_vel_noise": 0.0 if play else 0.2, "ang_vel_noise": 0.0 if play else 0.2,
             "joint_noise": 0.0 if play else 0.1}),),
-        events=() if play else (EventTerm("push", mo.push_by_velocity, interval_s=(1.0, 3.0)),),
+        events=() if play else (EventTerm("push", events.push_by_velocity, interval_s=(1.0, 3.0)),),
         sim_dt=0.005,
         decimation=4,
         episode_length_s=1e6 if play else 10.0,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from motrix_gym.manager.patterns import first_match
 from motrix_gym.manager.terms import (
     CommandTerm,
     EventTerm,
@@ -36,24 +37,121 @@ class RobotConfig:
     xml: Path
     actuators: tuple[ActuatorGroup, ...]
     default_joint_pos: dict[str, float]  # regex -> angle; joints not matched default to 0
-    base_height: float  # initial height of the root body
-    root_body: str
+    base_height: float  # height of the root body above the ground in the default pose, standing
+    root_body: str  # the body of the robot's free joint
+
+    def actuator_of(self, joint: str) -> ActuatorGroup | None:
+        """The first actuator group whose patterns match ``joint``."""
+        return next((g for g in self.actuators if first_match(g.joints, joint) is not None), None)
 
 
 @dataclass(frozen=True)
 class ContactSensor:
-    """A MuJoCo contact sensor: the number of contacts between ``body``'s geoms and the ground."""
+    """A MuJoCo contact sensor: whether the geoms of ``body`` (or the one geom ``geom``) touch
+    those of ``other``, a body of the scene (the ground, a plane or a heightfield, by default)."""
 
     name: str
-    body: str
+    body: str = ""
+    other: str = "terrain"
+    geom: str = ""
+
+    def __post_init__(self) -> None:
+        if bool(self.body) == bool(self.geom):
+            raise ValueError(f"contact sensor {self.name!r}: give exactly one of body and geom")
+
+
+TERRAIN = "terrain"  # the name of the ground's body and geom in every scene
+
+SUB_TERRAINS = ("flat", "rough", "pyramid_stairs", "inverted_pyramid_stairs", "pyramid_slope",
+                "inverted_pyramid_slope")
+
+
+@dataclass(frozen=True)
+class SubTerrain:
+    """One kind of tile. Ranges are (at difficulty 0, at difficulty 1), interpolated per row.
+
+    ``rough``: uniform noise of ``noise`` m peak to peak on a ``noise_step`` m grid; stairs: steps of
+    ``step_height`` m rising (pyramid) or falling (inverted) towards a flat ``platform`` m square in
+    the middle, ``step_width`` m deep; slopes: ``slope`` rise over run towards the platform."""
+
+    kind: str
+    proportion: float = 1.0
+    noise: tuple[float, float] = (0.02, 0.10)
+    noise_step: float = 0.1
+    step_height: tuple[float, float] = (0.05, 0.20)
+    step_width: float = 0.3
+    slope: tuple[float, float] = (0.0, 0.4)
+    platform: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in SUB_TERRAINS:
+            raise ValueError(f"sub-terrain kind {self.kind!r} is not one of {SUB_TERRAINS}")
+        if not self.proportion > 0:
+            raise ValueError(f"sub-terrain {self.kind!r}: proportion must be > 0, got {self.proportion}")
+
+
+@dataclass(frozen=True)
+class TerrainConfig:
+    """The ground. No ``sub_terrains``: an infinite plane at height 0. Otherwise one heightfield
+    of ``rows`` x ``cols`` square tiles of ``tile_size`` m: row r has difficulty r / (rows - 1),
+    columns are given to the sub-terrains by proportion; generated from ``seed`` on a grid of
+    ``resolution`` m, with a flat ``border`` m wide around it."""
+
+    sub_terrains: tuple[SubTerrain, ...] = ()
+    rows: int = 10
+    cols: int = 10
+    tile_size: float = 8.0
+    resolution: float = 0.1
+    border: float = 4.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sub_terrains and (self.rows < 1 or self.cols < len(self.sub_terrains)):
+            raise ValueError(f"terrain: {self.rows} rows x {self.cols} columns cannot hold "
+                             f"{len(self.sub_terrains)} sub-terrains (one column each at least)")
+        for sub in self.sub_terrains:
+            if not 0 < sub.platform < self.tile_size:
+                raise ValueError(f"terrain: the {sub.kind!r} platform ({sub.platform} m) must be inside the "
+                                 f"{self.tile_size} m tile")
+        cells = self.tile_size / self.resolution
+        if self.sub_terrains and abs(cells - round(cells)) > 1e-9:
+            raise ValueError(f"terrain: tile_size {self.tile_size} is not a multiple of resolution {self.resolution}")
+
+    @property
+    def flat(self) -> bool:
+        return not self.sub_terrains
 
 
 @dataclass(frozen=True)
 class SceneConfig:
     robot: RobotConfig
-    terrain: str = "flat"
+    terrain: TerrainConfig = TerrainConfig()
     contact_sensors: tuple[ContactSensor, ...] = ()
     memory_mb: int = 1  # MuJoCo arena per MjData (default would be ~15 MB)
+
+
+@dataclass(frozen=True)
+class Randomization:
+    """Per-lane physical parameters, drawn from the lane RNG at every reset, each a uniform range.
+
+    ``friction``: sliding friction of the ``friction_bodies``' geoms (absolute); ``mass_scale``:
+    every robot body's mass and inertia multiplied; ``com_offset``: the root body's centre of mass
+    moved by up to this much (m) along each axis; ``gain_scale``: the PD gains multiplied (one
+    factor per lane for stiffness, one for damping)."""
+
+    friction: tuple[float, float] = (0.4, 1.2)
+    friction_bodies: tuple[str, ...] = ()
+    mass_scale: tuple[float, float] = (0.9, 1.1)
+    com_offset: float = 0.03
+    gain_scale: tuple[float, float] = (0.9, 1.1)
+
+    def __post_init__(self) -> None:
+        for name in ("friction", "mass_scale", "gain_scale"):
+            lo, hi = getattr(self, name)
+            if not 0 < lo <= hi:
+                raise ValueError(f"randomization {name} must be (lo, hi) with 0 < lo <= hi, got {(lo, hi)}")
+        if self.com_offset < 0:
+            raise ValueError(f"randomization com_offset must be >= 0, got {self.com_offset}")
 
 
 @dataclass(frozen=True)
@@ -77,7 +175,7 @@ class TaskConfig:
     episode_length_s: float = 20.0
     max_speed: float = 1000.0  # a lane with any |qvel| above this (m/s, rad/s) has diverged
     extra_reads: tuple[str, ...] = ()  # MjData fields read besides qpos, qvel, xpos, xquat, sensordata
-    extras: dict[str, object] = field(default_factory=dict)
+    randomization: Randomization | None = None
 
     @property
     def step_dt(self) -> float:

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.config import TaskConfig
+from motrix_gym.manager.patterns import lookup
 from motrix_gym.manager.terms import Bodies, Joints, Sensor
 
 
@@ -44,6 +45,21 @@ class ModelInfo:
     sensor_stage: tuple[int, ...]  # mjtStage each sensor needs
     nq: int
     nv: int
+    geom_names: tuple[str, ...]
+    geom_bodies: tuple[int, ...]  # body of each geom
+    joint_bodies: tuple[int, ...]  # body of each joint
+    body_parents: tuple[int, ...]  # parent of each body (the world is its own)
+    qpos0: tuple[float, ...]  # the model's reference configuration
+    heightfield: Any = None  # the terrain's HeightMap (sim.terrain) when the ground is a heightfield
+
+
+@dataclass(frozen=True)
+class RootIndex:
+    """The robot's free joint: its body and the addresses of its 7 coordinates and 6 velocities."""
+
+    body: int
+    qpos: int
+    dof: int
 
 
 @dataclass(frozen=True)
@@ -81,6 +97,18 @@ class ResolvedAction:
     actuator_ids: Tensor  # actuator of each action dim
     scale: Tensor  # (na,)
     clip: float
+    max_delay: int
+
+
+@dataclass(frozen=True)
+class ResolvedRandomization:
+    """``Randomization`` with its bodies resolved: the geoms whose friction is drawn, the robot's
+    bodies (masses) and its root (centre of mass)."""
+
+    cfg: Any
+    friction_geoms: tuple[int, ...]
+    bodies: tuple[int, ...]
+    root: int
 
 
 @dataclass(frozen=True)
@@ -97,14 +125,17 @@ class ResolvedProgram:
     events: tuple[ResolvedTerm, ...]
     observations: dict[str, tuple[ResolvedTerm, ...]]
     default_qpos: Tensor  # (nq,) float32
+    root: RootIndex
+    robot_bodies: tuple[int, ...]  # the root body and every body below it, in model order
     hinge: JointIndex  # all hinge/slide joints
+    randomization: ResolvedRandomization | None
     reads: tuple[str, ...]  # MjData fields copied into the context after every physics call
     read_stage: int  # the mjtStage those fields and the sensors the terms read need: 1 position, 2 velocity
     sensors: tuple[str, ...]  # the sensors the terms read, in the model's order
 
 
 BASE_READS = ("qpos", "qvel", "xpos", "xquat", "sensordata")
-EXTRA_READS = ("cvel", "subtree_com")  # fields a task may add
+EXTRA_READS = ("cvel", "subtree_com", "actuator_force", "qacc")  # fields a task may add
 VELOCITY_READS = ("cvel",)  # of the derived fields, those of the velocity stage
 
 
@@ -135,6 +166,26 @@ def resolve_joints(ref: Joints, model: ModelInfo, where: str) -> JointIndex:
         qpos=torch.tensor([model.joint_qposadr[i] for i in ids], dtype=torch.long),
         dof=torch.tensor([model.joint_dofadr[i] for i in ids], dtype=torch.long),
     )
+
+
+def resolve_root(robot: str, body: str, model: ModelInfo) -> RootIndex:
+    """The free joint of the robot's root ``body`` (other free bodies, a ball, are not the robot)."""
+    if body not in model.body_names:
+        raise TaskConfigError(f"robot {robot!r}: root body {body!r} is not in the model")
+    b = model.body_names.index(body)
+    free = [j for j, (t, jb) in enumerate(zip(model.joint_types, model.joint_bodies)) if t == 0 and jb == b]
+    if not free:
+        raise TaskConfigError(f"robot {robot!r}: root body {body!r} has no free joint")
+    return RootIndex(body=b, qpos=model.joint_qposadr[free[0]], dof=model.joint_dofadr[free[0]])
+
+
+def subtree(body: int, model: ModelInfo) -> tuple[int, ...]:
+    """``body`` and its descendants, in model order (a parent precedes its children)."""
+    inside = {body}
+    for b in range(body + 1, len(model.body_parents)):
+        if model.body_parents[b] in inside:
+            inside.add(b)
+    return tuple(sorted(inside))
 
 
 def _resolve_value(value: Any, model: ModelInfo, where: str) -> Any:
@@ -241,7 +292,7 @@ def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     if isinstance(act.scale, dict):
         scales = []
         for name in joints.names:
-            hit = next((v for k, v in act.scale.items() if re.fullmatch(k, name)), None)
+            hit = lookup(act.scale, name)
             if hit is None:
                 raise TaskConfigError(f"action 'joint_pos': no scale matches joint {name!r}")
             scales.append(float(hit))
@@ -252,15 +303,16 @@ def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
         actuator_ids=torch.tensor([actuator_of[j] for j in joints.ids.tolist()], dtype=torch.long),
         scale=torch.tensor(scales, dtype=torch.float32),
         clip=float(act.clip),
+        max_delay=int(act.max_delay),
     )
+    if not isinstance(act.max_delay, int) or not 0 <= act.max_delay <= 1:
+        raise TaskConfigError(f"action 'joint_pos': max_delay must be 0 or 1 control steps, got {act.max_delay!r}")
 
     robot = task.scene.robot
+    root = resolve_root(robot.name, robot.root_body, model)
     hinge = resolve_joints(Joints(".*"), model, f"robot {robot.name!r}")
-    default_qpos = torch.zeros(model.nq, dtype=torch.float32)
-    root = model.joint_types.index(0) if 0 in model.joint_types else None
-    if root is not None:
-        a = model.joint_qposadr[root]
-        default_qpos[a:a + 7] = torch.tensor([0.0, 0.0, robot.base_height, 1.0, 0.0, 0.0, 0.0])
+    default_qpos = torch.tensor(model.qpos0, dtype=torch.float32)
+    default_qpos[root.qpos:root.qpos + 7] = torch.tensor([0.0, 0.0, robot.base_height, 1.0, 0.0, 0.0, 0.0])
     for pattern, value in robot.default_joint_pos.items():
         ids = _match("joint", (pattern,), hinge.names, f"robot {robot.name!r} default pose")
         for i in ids:
@@ -283,8 +335,21 @@ def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     sensors = {s.name for t in every for s in _sensor_slices(tuple(t.params.values()))}
     velocity = any(r in VELOCITY_READS for r in reads) or any(
         model.sensor_stage[model.sensor_names.index(name)] == 2 for name in sensors)  # mjSTAGE_VEL
+    randomization = None
+    if task.randomization is not None:
+        r = task.randomization
+        robot_bodies = subtree(root.body, model)
+        for body in r.friction_bodies:
+            if body not in model.body_names:
+                raise TaskConfigError(f"randomization: friction body {body!r} is not in the model")
+        ids = tuple(g for g, b in enumerate(model.geom_bodies) if model.body_names[b] in r.friction_bodies)
+        if r.friction_bodies and not ids:
+            raise TaskConfigError(f"randomization: the friction bodies {r.friction_bodies} have no geoms")
+        randomization = ResolvedRandomization(r, ids, robot_bodies, root.body)
     return ResolvedProgram(task=task, model=model, action=action, **terms, observations=observations,
-                           default_qpos=default_qpos, hinge=hinge, reads=reads, read_stage=2 if velocity else 1,
+                           randomization=randomization,
+                           default_qpos=default_qpos, root=root, robot_bodies=subtree(root.body, model),
+                           hinge=hinge, reads=reads, read_stage=2 if velocity else 1,
                            sensors=tuple(name for name in model.sensor_names if name in sensors))
 
 

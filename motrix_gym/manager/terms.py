@@ -122,8 +122,11 @@ class JointPositionAction:
     """Position targets: ``target = default + scale * action`` for the matched joints' actuators.
 
     ``scale`` is one float or a mapping from joint regex to float (first match wins).
+    ``max_delay``: each episode, a lane's targets lag its actions by 0 to ``max_delay`` control
+    steps, drawn uniformly at reset (the delay of a real robot's actuation, randomised).
     """
 
     joints: Joints = field(default_factory=lambda: Joints(".*"))
     scale: float | dict[str, float] = 1.0
     clip: float = 5.0
+    max_delay: int = 0

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import SensorSlice
+from motrix_gym.math import quat_apply
 from motrix_gym.mdp.observations import base_lin_vel, in_contact
 from motrix_gym.runtime.context import Context
 
@@ -54,35 +55,63 @@ class VelocityCommand:
     def metrics(self, env: Context) -> dict[str, Tensor]:
         """Per-lane tracking errors now: planar velocity (m/s, base frame) and yaw rate (rad/s)."""
         return {"lin_vel_error": (self.value[:, :2] - base_lin_vel(env)[:, :2]).norm(dim=-1),
-                "yaw_rate_error": (self.value[:, 2] - env.qvel[:, 5]).abs()}
+                "yaw_rate_error": (self.value[:, 2] - env.root_ang_vel_b()[:, 2]).abs()}
 
 
 class GaitClock:
-    """A gait phase in [0, 1) advancing by ``step_dt / period``, and per-foot air time.
+    """A gait phase in [0, 1) advancing by ``step_dt / period`` (bipeds: the left foot's stance in
+    the first half, the right's in the second); ``command`` names the velocity command whose
+    standing lanes need no gait."""
 
-    ``contact``, ``first_contact`` and ``last_air_time`` are (lanes, feet) for the feet contact
-    ``sensors``; ``command`` names the velocity command whose standing lanes need no gait.
-    """
-
-    def __init__(self, env: Context, sensors: tuple, command: str = "base_velocity",
-                 period: float = 0.8) -> None:
-        L, k = env.num_lanes, len(sensors)
-        self.sensors: tuple[SensorSlice, ...] = sensors
+    def __init__(self, env: Context, command: str, period: float = 0.8) -> None:
         self.command = command
         self.rate = env.step_dt / period
-        self.phase = torch.zeros(L, device=env.device)
-        self.contact = torch.zeros(L, k, dtype=torch.bool, device=env.device)
-        self.first_contact = torch.zeros(L, k, dtype=torch.bool, device=env.device)
-        self.air_time = torch.zeros(L, k, device=env.device)
-        self.last_air_time = torch.zeros(L, k, device=env.device)
+        self.phase = torch.zeros(env.num_lanes, device=env.device)
+
+    def reset(self, env: Context, mask: torch.Tensor) -> None:
+        self.phase.masked_fill_(mask, 0.0)
+
+    def update(self, env: Context) -> None:
+        pass
+
+    def advance(self, env: Context) -> None:
+        self.phase.copy_(torch.remainder(self.phase + self.rate, 1.0))
+
+
+class FeetState:
+    """Per foot, from its contact sensor and its body: ``contact``, ``first_contact`` (touched down
+    this step), ``air_time`` (s in the air so far), ``last_air_time`` (of the last swing), and the
+    sole point's world position ``pos`` and velocity ``vel`` (by differences over the control
+    step), all (lanes, feet, ...). ``sole`` is each foot's sole point in its body's frame."""
+
+    def __init__(self, env: Context, sensors: tuple, bodies: tuple, sole: tuple) -> None:
+        if not len(sensors) == len(bodies) == len(sole):
+            raise ValueError(f"feet: {len(sensors)} sensors, {len(bodies)} bodies and {len(sole)} sole points")
+        L, k, dev = env.num_lanes, len(sensors), env.device
+        self.sensors: tuple[SensorSlice, ...] = sensors
+        self.bodies = torch.cat([b.reshape(-1)[:1] for b in bodies]).to(dev)
+        self.sole = torch.tensor(sole, dtype=torch.float32, device=dev)
+        self.contact = torch.zeros(L, k, dtype=torch.bool, device=dev)
+        self.first_contact = torch.zeros(L, k, dtype=torch.bool, device=dev)
+        self.air_time = torch.zeros(L, k, device=dev)
+        self.last_air_time = torch.zeros(L, k, device=dev)
+        self.pos = torch.zeros(L, k, 3, device=dev)
+        self.vel = torch.zeros(L, k, 3, device=dev)
+        self.fresh = torch.ones(L, dtype=torch.bool, device=dev)  # no position since the reset yet
+
+    def sole_pos(self, env: Context) -> Tensor:
+        return env.xpos[:, self.bodies] + quat_apply(env.xquat[:, self.bodies], self.sole.expand(env.num_lanes, -1, -1))
 
     def reset(self, env: Context, mask: torch.Tensor) -> None:
         m = mask.unsqueeze(-1)
-        self.phase.masked_fill_(mask, 0.0)
         self.air_time.masked_fill_(m, 0.0)
         self.last_air_time.masked_fill_(m, 0.0)
         self.first_contact.masked_fill_(m, False)
         self.contact.masked_fill_(m, True)
+        self.vel.masked_fill_(m.unsqueeze(-1), 0.0)
+        # the reset pose is written after the commands' resets: velocities start from the
+        # position the first update finds
+        self.fresh.logical_or_(mask)
 
     def update(self, env: Context) -> None:
         contact = in_contact(env, self.sensors)
@@ -91,6 +120,10 @@ class GaitClock:
         self.last_air_time.copy_(torch.where(first, self.air_time, self.last_air_time))
         self.air_time.copy_(torch.where(contact, 0.0, self.air_time + env.step_dt))
         self.contact.copy_(contact)
+        pos = self.sole_pos(env)
+        self.vel.copy_(torch.where(self.fresh.view(-1, 1, 1), 0.0, (pos - self.pos) / env.step_dt))
+        self.pos.copy_(pos)
+        self.fresh.fill_(False)
 
     def advance(self, env: Context) -> None:
-        self.phase.copy_(torch.remainder(self.phase + self.rate, 1.0))
+        pass

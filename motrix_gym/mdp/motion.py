@@ -15,7 +15,6 @@ import math
 import torch
 from torch import Tensor
 
-from motrix_gym.manager.resolver import SensorSlice
 from motrix_gym.math import (
     normalize,
     quat_angle,
@@ -26,7 +25,6 @@ from motrix_gym.math import (
     quat_rot6d,
     yaw_quat,
 )
-from motrix_gym.mdp.observations import in_contact
 from motrix_gym.motion.loader import load_corpus
 from motrix_gym.runtime.context import Context
 
@@ -53,14 +51,15 @@ class MotionCommand:
                  smoothing: float = 0.8, kernel: int = 3) -> None:
         if sampling not in SAMPLING:
             raise ValueError(f"motion command: sampling must be one of {SAMPLING}, got {sampling!r}")
-        corpus = load_corpus(list(clips), env.joint_names, env.body_names[1:], fps=1.0 / env.step_dt)
+        corpus = load_corpus(list(clips), env.joint_names, env.robot_body_names, fps=1.0 / env.step_dt)
         if abs(corpus.fps * env.step_dt - 1.0) > 1e-6:
             raise ValueError(f"motion command: corpus at {corpus.fps} fps, the task steps at {1 / env.step_dt:g} Hz")
         self.sampling, self.floor, self.alpha = sampling, floor, alpha
         self.c = corpus
-        self.anchor = int(anchor[0]) - 1  # corpus bodies are the model's bodies without the world
+        # the corpus holds the robot's bodies, which follow one another from the root in the model
+        self.anchor = int(anchor[0]) - env.root_body
         self.anchor_body = int(anchor[0])
-        self.bodies = bodies - 1
+        self.bodies = bodies - env.root_body
         self.body_ids = bodies
         L, B = env.num_lanes, len(bodies)
         dev = env.device
@@ -171,7 +170,7 @@ class MotionCommand:
         first_of_next = self.c.clip_start[(self.clip + 1) % self.c.clip_start.shape[0]]
         self.frame.copy_(torch.where(wrap, first_of_next, self.frame))
         self.clip.copy_(self.c.clip_of_frame[self.frame])
-        reset_to_motion(env, wrap, "motion")
+        place_at_reference(env, self, wrap)
         env.dirty.logical_or_(wrap)  # written into the simulation and observed again
         # the observations' reference rows at the new frames; the re-anchored bodies wait for the
         # next update, which recomputes them from the teleported frames before any term reads them
@@ -183,6 +182,11 @@ class MotionCommand:
         if self.sampling == "sequential":
             return torch.zeros_like(self.frame, dtype=torch.bool)
         return self.frame >= self.clip_last[self.clip]
+
+    def restart(self) -> None:
+        """Forget the failure statistics: start frames are uniform again."""
+        self.failures.zero_()
+        self.probs.fill_(1.0 / self.probs.shape[0])
 
     def metrics(self, env: Context) -> dict[str, Tensor]:
         """Per-lane tracking errors now: mean position error of the tracked bodies (m, against
@@ -276,21 +280,6 @@ def body_ang_vel_exp(env: Context, command: str, std: float) -> Tensor:
     return torch.exp(-(c.body_ang_vel_w - w).square().sum(-1).mean(-1) / std**2)
 
 
-def joint_limits(env: Context, soft: float = 0.9) -> Tensor:
-    """How far joints are beyond ``soft`` x their range (rad, summed)."""
-    lo, hi = env.qpos_limits[:, 0], env.qpos_limits[:, 1]
-    mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo) * soft
-    finite = torch.isfinite(half)
-    mid, half = torch.where(finite, mid, 0.0), torch.where(finite, half, 1.0)
-    excess = ((env.qpos - mid).abs() - half).clamp_min(0.0) * finite
-    return excess.sum(-1)
-
-
-def undesired_contacts(env: Context, sensors: tuple[SensorSlice, ...]) -> Tensor:
-    """Number of listed bodies touching the ground."""
-    return in_contact(env, sensors).float().sum(-1)
-
-
 # -------------------------------------------------------------------- terminations
 def anchor_height_error(env: Context, command: str, threshold: float) -> Tensor:
     c = _cmd(env, command)
@@ -321,12 +310,19 @@ def motion_end(env: Context, command: str) -> Tensor:
 
 
 # -------------------------------------------------------------------- reset and events
-def reset_to_motion(env: Context, mask: Tensor, command: str = "motion", pos_noise: float = 0.0,
+def reset_to_motion(env: Context, mask: Tensor, command: str, pos_noise: float = 0.0,
                     rot_noise: float = 0.0, lin_vel_noise: float = 0.0, ang_vel_noise: float = 0.0,
                     joint_noise: float = 0.0) -> None:
     """The robot at its reference frame, with uniform noise: root position (x, y; a quarter of it
     in z), root roll/pitch/yaw, root velocities, joints (clamped to their limits)."""
-    c = _cmd(env, command)
+    place_at_reference(env, _cmd(env, command), mask, pos_noise, rot_noise, lin_vel_noise, ang_vel_noise,
+                       joint_noise)
+
+
+def place_at_reference(env: Context, c: MotionCommand, mask: Tensor, pos_noise: float = 0.0,
+                       rot_noise: float = 0.0, lin_vel_noise: float = 0.0, ang_vel_noise: float = 0.0,
+                       joint_noise: float = 0.0) -> None:
+    """Write the state of the lanes in ``mask`` from ``c``'s reference frame (see reset_to_motion)."""
     pos, quat, lin, ang = c.root_state()
     nq = env.qpos.shape[1]
     u = env.rng.uniform((15,), mask) * 2.0 - 1.0
@@ -347,11 +343,3 @@ def reset_to_motion(env: Context, mask: Tensor, command: str = "motion", pos_noi
     m = mask.unsqueeze(-1)
     env.qpos.copy_(torch.where(m, qpos, env.qpos))
     env.qvel.copy_(torch.where(m, qvel, env.qvel))
-
-
-def push_by_velocity(env: Context, mask: Tensor, lin: tuple[float, float, float] = (0.5, 0.5, 0.2),
-                     ang: tuple[float, float, float] = (0.5, 0.5, 0.8)) -> None:
-    """Add uniform random root velocity (world linear, body angular) to the lanes in ``mask``."""
-    u = env.rng.uniform((6,), mask) * 2.0 - 1.0
-    scale = torch.tensor([*lin, *ang], device=env.device)
-    env.qvel[:, :6].copy_(torch.where(mask.unsqueeze(-1), env.qvel[:, :6] + u * scale, env.qvel[:, :6]))

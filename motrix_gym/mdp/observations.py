@@ -11,19 +11,19 @@ from motrix_gym.runtime.context import Context
 
 
 def base_lin_vel(env: Context) -> Tensor:
-    """Root linear velocity in the root frame (free joint: qvel[0:3] is world-frame)."""
-    return quat_apply_inverse(env.qpos[:, 3:7], env.qvel[:, 0:3])
+    """Root linear velocity in the root frame (a free joint's linear velocity is world-frame)."""
+    return quat_apply_inverse(env.root_quat(), env.root_lin_vel_w())
 
 
 def base_ang_vel(env: Context) -> Tensor:
-    """Root angular velocity in the root frame (free joint: qvel[3:6] is already local)."""
-    return env.qvel[:, 3:6]
+    """Root angular velocity in the root frame (a free joint's angular velocity is local)."""
+    return env.root_ang_vel_b()
 
 
 def projected_gravity(env: Context) -> Tensor:
     """Unit gravity direction in the root frame."""
     g = torch.tensor([0.0, 0.0, -1.0], device=env.device).expand(env.num_lanes, 3)
-    return quat_apply_inverse(env.qpos[:, 3:7], g)
+    return quat_apply_inverse(env.root_quat(), g)
 
 
 def joint_pos_rel(env: Context, joints: JointIndex) -> Tensor:

@@ -17,7 +17,7 @@ def track_lin_vel_xy(env: Context, command: str, std: float) -> Tensor:
 
 
 def track_ang_vel_z(env: Context, command: str, std: float) -> Tensor:
-    err = (env.commands[command].value[:, 2] - env.qvel[:, 5]).square()
+    err = (env.commands[command].value[:, 2] - env.root_ang_vel_b()[:, 2]).square()
     return torch.exp(-err / std**2)
 
 
@@ -27,7 +27,7 @@ def flat_orientation(env: Context) -> Tensor:
 
 
 def ang_vel_xy(env: Context) -> Tensor:
-    return env.qvel[:, 3:5].square().sum(-1)
+    return env.root_ang_vel_b()[:, :2].square().sum(-1)
 
 
 def action_rate(env: Context) -> Tensor:
@@ -50,11 +50,53 @@ def feet_phase(env: Context, clock: str, sensors: tuple[SensorSlice, SensorSlice
     return (contact == want).float().mean(-1)
 
 
-def feet_air_time(env: Context, clock: str, threshold: float) -> Tensor:
-    """On touchdown, reward air time beyond ``threshold`` s (zero for standing lanes)."""
-    gait = env.commands[clock]
-    reward = ((gait.last_air_time - threshold) * gait.first_contact).sum(-1)
-    return reward * (~env.commands[gait.command].standing).float()
+def feet_air_time(env: Context, feet: str, command: str, threshold: float) -> Tensor:
+    """On each touchdown, the air time of that foot's swing beyond ``threshold`` s, summed over
+    feet (zero for lanes the velocity ``command`` asks to stand)."""
+    f = env.commands[feet]
+    reward = ((f.last_air_time - threshold) * f.first_contact).sum(-1)
+    return reward * (~env.commands[command].standing).float()
+
+
+def foot_slip(env: Context, feet: str) -> Tensor:
+    """Squared horizontal speed of the soles that touch the ground, summed over feet."""
+    f = env.commands[feet]
+    return (f.vel[..., :2].square().sum(-1) * f.contact).sum(-1)
+
+
+def lin_vel_z(env: Context) -> Tensor:
+    """Squared vertical speed of the base (in its own frame)."""
+    return base_lin_vel(env)[:, 2].square()
+
+
+def base_height(env: Context, target: float) -> Tensor:
+    """Squared difference of the root's height above the ground from ``target``."""
+    return (env.root_height() - target).square()
+
+
+def joint_torques(env: Context) -> Tensor:
+    """Sum of squared actuator forces (N m), as the physics applied them in its last substep."""
+    return env.actuator_force.square().sum(-1)
+
+
+def joint_acc(env: Context, joints: JointIndex) -> Tensor:
+    """Sum of squared joint accelerations (rad/s^2) of the physics' last substep."""
+    return env.qacc[:, joints.dof].square().sum(-1)
+
+
+def joint_limits(env: Context, soft: float = 0.9) -> Tensor:
+    """How far joints are beyond ``soft`` x their range (rad, summed)."""
+    lo, hi = env.qpos_limits[:, 0], env.qpos_limits[:, 1]
+    mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo) * soft
+    finite = torch.isfinite(half)
+    mid, half = torch.where(finite, mid, 0.0), torch.where(finite, half, 1.0)
+    excess = ((env.qpos - mid).abs() - half).clamp_min(0.0) * finite
+    return excess.sum(-1)
+
+
+def undesired_contacts(env: Context, sensors: tuple[SensorSlice, ...]) -> Tensor:
+    """Number of listed bodies touching the ground."""
+    return in_contact(env, sensors).float().sum(-1)
 
 
 def alive(env: Context) -> Tensor:

@@ -26,7 +26,8 @@ def bad_orientation(env: Context, limit_angle: float) -> Tensor:
 
 
 def root_height_below(env: Context, min_height: float) -> Tensor:
-    return env.qpos[:, 2] < min_height
+    """The root is less than ``min_height`` above the ground under it."""
+    return env.root_height() < min_height
 
 
 def physics_diverged(env: Context) -> Tensor:

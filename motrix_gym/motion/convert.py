@@ -17,14 +17,14 @@ import mujoco
 import numpy as np
 
 from motrix_gym.motion.clip import MotionClip, MotionFormatError
-from motrix_gym.motion.kinematics import clip_from_qpos, hinge_joints
+from motrix_gym.motion.kinematics import clip_from_qpos, hinge_joints, robot_bodies
 
 BM_KEYS = ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
 
 
 def _model_names(model: mujoco.MjModel) -> tuple[tuple[str, ...], tuple[str, ...]]:
     joints = tuple(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in hinge_joints(model))
-    bodies = tuple(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, b) for b in range(1, model.nbody))
+    bodies = tuple(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, b) for b in robot_bodies(model))
     return joints, bodies
 
 

@@ -38,17 +38,24 @@ def hinge_joints(model: mujoco.MjModel) -> list[int]:
     return [j for j in range(model.njnt) if int(model.jnt_type[j]) in movable]
 
 
+def robot_bodies(model: mujoco.MjModel) -> list[int]:
+    """The bodies of the robot: the first body below the world and its subtree (the scene's
+    ground and props are other trees)."""
+    return [b for b in range(1, model.nbody) if int(model.body_rootid[b]) == 1]
+
+
 def clip_from_qpos(name: str, model: mujoco.MjModel, qpos: np.ndarray, fps: float) -> MotionClip:
-    """A clip of every hinge joint and every body (world excluded) of ``model`` from (T, nq) qpos
+    """A clip of every hinge joint and every body of the robot of ``model`` from (T, nq) qpos
     of a floating-base robot (free joint first)."""
     T = len(qpos)
     data = mujoco.MjData(model)
-    pos = np.zeros((T, model.nbody - 1, 3))
-    quat = np.zeros((T, model.nbody - 1, 4))
+    bodies = robot_bodies(model)
+    pos = np.zeros((T, len(bodies), 3))
+    quat = np.zeros((T, len(bodies), 4))
     for t in range(T):
         data.qpos[:] = qpos[t]
         mujoco.mj_kinematics(model, data)
-        pos[t], quat[t] = data.xpos[1:], data.xquat[1:]
+        pos[t], quat[t] = data.xpos[bodies], data.xquat[bodies]
     joints = hinge_joints(model)
     adr = [model.jnt_qposadr[j] for j in joints]
     dt = 1.0 / fps
@@ -57,7 +64,7 @@ def clip_from_qpos(name: str, model: mujoco.MjModel, qpos: np.ndarray, fps: floa
         name=name, fps=fps,
         joint_names=tuple(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in joints),
         joint_pos=joint_pos, joint_vel=np.gradient(joint_pos, dt, axis=0),
-        body_names=tuple(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, b) for b in range(1, model.nbody)),
+        body_names=tuple(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, b) for b in bodies),
         body_pos_w=pos, body_quat_w=quat,
         body_lin_vel_w=np.gradient(pos, dt, axis=0), body_ang_vel_w=angular_velocity(quat, dt),
     ).validate()

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from motrix_gym.math.heightfield import HeightField
 from motrix_gym.runtime.rng import LaneRng
 
 LANE_PAD = 64
@@ -34,6 +35,12 @@ class Context:
         episode_step: (L,) int64 env steps since the lane's reset.
         default_qpos: (nq,) the robot's default configuration.
         body_names, joint_names: the model's bodies (world first) and hinge joints, in order.
+        robot_body_names: the robot's bodies (its root first), in model order.
+        root_body, root_qpos, root_dof: the robot's root body and the addresses of its free
+            joint's coordinates (x, y, z, quaternion) and velocities (world linear, local angular).
+        terrain: the ground's heights (``math.heightfield.HeightField``; flat: zeros).
+        terrain_tiles, terrain_tile_size: a generated terrain's tile centres (rows = difficulty
+            levels, columns = sub-terrains) and their side; None and 0 on flat ground.
         commands: command objects by name.
         rng: the lane RNG.
         step_dt: seconds per env step.
@@ -68,6 +75,28 @@ class Context:
         # This step's episode ends (the runtime's buffers), for commands that learn from failures.
         self.terminated = torch.zeros(L, dtype=torch.bool, device=device)
         self.truncated = torch.zeros(L, dtype=torch.bool, device=device)
+        self.root_body, self.root_qpos, self.root_dof = 1, 0, 0
+        self.terrain = HeightField.flat(device)
+        self.terrain_tiles: Tensor | None = None  # (rows, cols, 3) tile centres of a generated terrain
+        self.terrain_tile_size = 0.0
+
+    # The robot's root, from its free joint (the resolver names it; other free bodies exist).
+    def root_pos(self) -> Tensor:
+        return self.qpos[:, self.root_qpos:self.root_qpos + 3]
+
+    def root_quat(self) -> Tensor:
+        return self.qpos[:, self.root_qpos + 3:self.root_qpos + 7]
+
+    def root_lin_vel_w(self) -> Tensor:
+        return self.qvel[:, self.root_dof:self.root_dof + 3]
+
+    def root_ang_vel_b(self) -> Tensor:
+        return self.qvel[:, self.root_dof + 3:self.root_dof + 6]
+
+    def root_height(self) -> Tensor:
+        """The root's height above the ground under it."""
+        p = self.root_pos()
+        return p[:, 2] - self.terrain.height(p[:, 0], p[:, 1])
 
     def add_read(self, name: str, shape: tuple[int, ...]) -> None:
         """A float32 buffer for one more simulation field (e.g. ``cvel``)."""

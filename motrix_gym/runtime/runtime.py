@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import ResolvedProgram, ResolvedTerm, TaskConfigError
+from motrix_gym.math.heightfield import HeightField
 from motrix_gym.runtime.context import Context
 from motrix_gym.runtime.graph import Graph
 from motrix_gym.sim.mujoco_batch import MujocoBatchSim
@@ -84,7 +85,14 @@ class TorchManagerRuntime:
             noise_mask[q] = 1.0
         ctx.qpos_limits, ctx.joint_noise_mask = limits, noise_mask
         ctx.body_names = program.model.body_names
+        ctx.robot_body_names = tuple(program.model.body_names[b] for b in program.robot_bodies)
         ctx.joint_names = program.hinge.names
+        ctx.root_body, ctx.root_qpos, ctx.root_dof = program.root.body, program.root.qpos, program.root.dof
+        hm = program.model.heightfield
+        if hm is not None:
+            ctx.terrain = HeightField(torch.from_numpy(hm.heights), hm.origin, hm.spacing)
+            ctx.terrain_tiles = torch.from_numpy(hm.tile_centers).float()
+            ctx.terrain_tile_size = hm.tile_size
         for name in program.reads:
             if not hasattr(ctx, name):
                 ctx.add_read(name, tuple(sim.views[name].shape[1:]))
@@ -119,6 +127,12 @@ class TorchManagerRuntime:
         self._act_ids = act.actuator_ids.numpy()
         self._act_identity = torch.equal(act.actuator_ids, torch.arange(m.nu))
         self._target = np.zeros((n, na), np.float32)
+        self._delayed = np.zeros((n, na), np.float32)
+        self.action_delay = torch.zeros(L, dtype=torch.bool)  # lanes whose targets lag one step
+        # Per-lane physical parameters drawn at reset (friction, mass scale, centre-of-mass
+        # offset, stiffness and damping scales), written into the simulation for the reset lanes.
+        self.lane_params = torch.ones(L, 7)
+        self.lane_params[:, 2:5] = 0.0
 
         self.failed = torch.zeros(L, dtype=torch.bool)  # lanes MuJoCo flagged at the last physics call
         # numpy views of the buffers the step reads or writes outside the graphs, made once: numpy's
@@ -128,7 +142,8 @@ class TorchManagerRuntime:
             ("episode_step", ctx.episode_step), ("diverged", ctx.diverged), ("failed", self.failed),
             ("real", self.real), ("reward", self.reward), ("terminated", self.terminated),
             ("truncated", self.truncated), ("done", self.done), ("episode_sums", self.episode_sums),
-            ("episode_return", self.episode_return), ("termination_terms", self.termination_terms))}
+            ("episode_return", self.episode_return), ("termination_terms", self.termination_terms),
+            ("action_delay", self.action_delay), ("lane_params", self.lane_params))}
         # for read(): each read field's name and context buffer, as a numpy view of the real lanes
         self._reads = [(name, getattr(ctx, name).numpy()[:n]) for name in program.reads]
         self.read()
@@ -282,6 +297,15 @@ class TorchManagerRuntime:
         for t in self.program.resets:
             _call(t, ctx, mask)
         m = mask.unsqueeze(-1)
+        if self.program.action.max_delay:
+            self.action_delay.copy_(torch.where(mask, ctx.rng.uniform((), mask) < 0.5, self.action_delay))
+        if self.program.randomization is not None:
+            r = self.program.randomization.cfg
+            u = ctx.rng.uniform((7,), mask)
+            span = lambda lo_hi, x: lo_hi[0] + (lo_hi[1] - lo_hi[0]) * x  # noqa: E731
+            draws = torch.cat((span(r.friction, u[:, 0:1]), span(r.mass_scale, u[:, 1:2]),
+                               r.com_offset * (2.0 * u[:, 2:5] - 1.0), span(r.gain_scale, u[:, 5:7])), dim=-1)
+            self.lane_params.copy_(torch.where(m, draws, self.lane_params))
         ctx.episode_step.masked_fill_(mask, 0)
         ctx.action.masked_fill_(m, 0.0)
         ctx.last_action.masked_fill_(m, 0.0)
@@ -343,6 +367,13 @@ class TorchManagerRuntime:
     def seed(self, seed: int) -> None:
         self.ctx.rng.seed(seed, self.lane_ids)
 
+    def restart(self) -> None:
+        """Forget what the commands learned across episodes (curricula, the adaptive sampler's
+        failure statistics): a seeded reset of every lane replays the same run."""
+        for c in self.ctx.commands.values():
+            if hasattr(c, "restart"):
+                c.restart()
+
     def apply_action(self, actions: np.ndarray) -> None:
         """``actions`` (num_envs, na) float32 -> position targets in the sim's ctrl. In numpy, over
         the same memory: right after the physics these few small ops cost about half of torch's
@@ -352,7 +383,12 @@ class TorchManagerRuntime:
         np.copyto(self.host["last_action"], action)
         clip = self.program.action.clip
         np.clip(actions, -clip, clip, out=action[:n])
-        np.multiply(self._act_scale, action[:n], out=target)
+        if self.program.action.max_delay:  # delayed lanes act on the previous step's action
+            np.copyto(self._delayed, action[:n])
+            np.copyto(self._delayed, self.host["last_action"][:n], where=self.host["action_delay"][:n, None])
+            np.multiply(self._act_scale, self._delayed, out=target)
+        else:
+            np.multiply(self._act_scale, action[:n], out=target)
         np.add(self._act_default, target, out=target)
         if self._act_identity:
             np.copyto(self.sim.arrays["ctrl"], target)
@@ -396,6 +432,10 @@ class TorchManagerRuntime:
         """Write the context's qpos/qvel of the real lanes in ``mask`` into the simulation
         (``full``: as a reset), forward them and read them back."""
         ids = np.flatnonzero(mask.numpy()[:self.num_envs]).astype(np.int32)
+        if full and self.program.randomization is not None and len(ids):
+            r, p = self.program.randomization, self.host["lane_params"][ids].astype(np.float64)
+            self.sim.randomize(ids, r.friction_geoms, r.bodies, r.root, friction=p[:, 0], mass_scale=p[:, 1],
+                               com_offset=p[:, 2:5], kp_scale=p[:, 5], kd_scale=p[:, 6])
         self.sim.reset(ids, self.host["qpos"][ids], self.host["qvel"][ids], full=full)
         self.read_lanes(ids)
 

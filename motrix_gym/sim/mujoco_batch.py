@@ -22,7 +22,9 @@ from mujoco import batch as mjbatch
 from torch import Tensor
 
 READ_FIELDS = ("qpos", "qvel", "xpos", "xquat", "sensordata")
-STATE = ("qpos", "qvel", "ctrl")  # views of the physics batch's rows; every other read is derived
+STATE = ("qpos", "qvel", "ctrl")  # views of the physics batch's rows
+# outputs of the physics batch's last substep; every other read is derived by the sensing batch
+PHYSICS = (*STATE, "actuator_force", "qacc")
 # MuJoCo's warnings of an unstable simulation: bad qpos, qvel, qacc, consecutive in mjtWarning (a
 # slice of the counters is a view).
 _W = mujoco.mjtWarning
@@ -68,7 +70,7 @@ class MujocoBatchSim:
         self.sensing = None if sensing is None else mjbatch.Batch(sensing, num_envs, self.nthread)
         derived = self.batch if self.sensing is None else self.sensing
         # The same memory as numpy arrays: indexing a few lanes costs less in numpy than in torch.
-        self.arrays = {name: (self.batch if name in STATE else derived).bind(name) for name in (*reads, *STATE)}
+        self.arrays = {name: (self.batch if name in PHYSICS else derived).bind(name) for name in (*reads, *STATE)}
         with warnings.catch_warnings():
             # Derived fields are read-only numpy arrays; the tensors over them are only read.
             warnings.simplefilter("ignore", UserWarning)
@@ -137,6 +139,30 @@ class MujocoBatchSim:
         else:  # the physics batch's next step computes everything from the state anyway
             self._sense(ids)
         np.copyto(self._unstable_seen, self._unstable)
+
+    def randomize(self, ids: np.ndarray, friction_geoms: tuple[int, ...], bodies: tuple[int, ...], root: int,
+                  friction: np.ndarray, mass_scale: np.ndarray, com_offset: np.ndarray, kp_scale: np.ndarray,
+                  kd_scale: np.ndarray) -> None:
+        """Per-lane model values for lanes ``ids``: the sliding friction of ``friction_geoms``, the
+        masses and inertias of ``bodies`` scaled, the centre of mass of ``root`` moved, the
+        position actuators' stiffness and damping scaled. The sensing batch gets the same masses
+        and centres of mass (its frames and ``subtree_com`` depend on them); both recompute the
+        constants derived from them (``set_const``)."""
+        if len(ids) == 0:
+            return
+        m, b = self.model, list(bodies)
+        if friction_geoms:
+            self.batch.expand("geom_friction")[np.ix_(ids, friction_geoms, [0])] = friction[:, None, None]
+        for batch in (self.batch, self.sensing) if self.sensing is not None else (self.batch,):
+            batch.expand("body_mass")[np.ix_(ids, b)] = m.body_mass[b] * mass_scale[:, None]
+            batch.expand("body_inertia")[np.ix_(ids, b)] = m.body_inertia[b] * mass_scale[:, None, None]
+            batch.expand("body_ipos")[ids, root] = m.body_ipos[root] + com_offset
+            batch.set_const(ids)
+        kp, kv = m.actuator_gainprm[:, 0], -m.actuator_biasprm[:, 2]
+        self.batch.expand("actuator_gainprm")[ids, :, 0] = kp * kp_scale[:, None]
+        bias = self.batch.expand("actuator_biasprm")
+        bias[ids, :, 1] = -kp * kp_scale[:, None]
+        bias[ids, :, 2] = -kv * kd_scale[:, None]
 
     def close(self) -> None:
         """Free the lanes and MuJoCo's thread pool (every view of the batch is dropped)."""

@@ -6,16 +6,17 @@ PD gains, the floor, contact sensors, solver options, the per-lane memory cap) i
 
 from __future__ import annotations
 
-import re
+import functools
 from collections.abc import Collection
 
 import mujoco
 import numpy as np
 
-from motrix_gym.manager.config import SceneConfig
+from motrix_gym.manager.config import TERRAIN, ContactSensor, SceneConfig, TerrainConfig
 from motrix_gym.manager.resolver import ModelInfo, TaskConfigError
+from motrix_gym.sim.terrain import HeightMap, generate
 
-GROUND = "terrain"
+GROUND = TERRAIN  # the ground geom; its body has the same name
 
 
 def build_spec(scene: SceneConfig, sim_dt: float, visual: bool = False, sensors: bool = True) -> mujoco.MjSpec:
@@ -42,20 +43,12 @@ def build_spec(scene: SceneConfig, sim_dt: float, visual: bool = False, sensors:
         raise TaskConfigError(f"robot {robot.name!r}: root body {robot.root_body!r} not in the model")
     root.pos = [0.0, 0.0, robot.base_height]
 
-    if scene.terrain != "flat":
-        raise TaskConfigError(f"scene: unknown terrain {scene.terrain!r} (available: 'flat')")
     spec.worldbody.add_light(pos=[0, 0, 3], dir=[0, 0, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
-    tex = spec.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D,
-                           builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER, width=256, height=256,
-                           rgb1=[0.2, 0.3, 0.4], rgb2=[0.1, 0.15, 0.2])
-    mat = spec.add_material(name="grid", texrepeat=[8, 8])
-    mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
-    spec.worldbody.add_geom(name=GROUND, type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05],
-                            material="grid", contype=1, conaffinity=1, friction=[1.0, 0.005, 0.0001])
+    add_ground(spec, scene.terrain)
 
     hinges = [j for j in spec.joints if j.type in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)]
     for joint in hinges:
-        group = next((g for g in robot.actuators if any(re.fullmatch(p, joint.name) for p in g.joints)), None)
+        group = robot.actuator_of(joint.name)
         if group is None:
             continue
         joint.armature = group.armature
@@ -66,14 +59,54 @@ def build_spec(scene: SceneConfig, sim_dt: float, visual: bool = False, sensors:
         act.forcerange = [-group.effort_limit, group.effort_limit]
 
     body_names = {b.name for b in spec.bodies}
+    geom_names = {g.name for g in spec.geoms}
     for s in scene.contact_sensors:
-        if s.body not in body_names:
-            raise TaskConfigError(f"contact sensor {s.name!r}: body {s.body!r} not in the model")
-        spec.add_sensor(name=s.name, type=mujoco.mjtSensor.mjSENS_CONTACT,
-                        objtype=mujoco.mjtObj.mjOBJ_BODY, objname=s.body,
-                        reftype=mujoco.mjtObj.mjOBJ_GEOM, refname=GROUND,
+        for body in (s.body or s.other, s.other):
+            if body not in body_names:
+                raise TaskConfigError(f"contact sensor {s.name!r}: body {body!r} not in the model")
+        if s.geom and s.geom not in geom_names:
+            raise TaskConfigError(f"contact sensor {s.name!r}: geom {s.geom!r} not in the model")
+        kind = mujoco.mjtObj.mjOBJ_GEOM if s.geom else mujoco.mjtObj.mjOBJ_BODY
+        spec.add_sensor(name=s.name, type=mujoco.mjtSensor.mjSENS_CONTACT, objtype=kind, objname=s.geom or s.body,
+                        reftype=mujoco.mjtObj.mjOBJ_BODY, refname=s.other,
                         intprm=[1, 0, 1])  # data="found", reduce="none", num=1: position stage only
     return spec
+
+
+def sensed_geoms(spec: mujoco.MjSpec, sensor: ContactSensor) -> list[mujoco.MjsGeom]:
+    """The geoms whose contacts ``sensor`` counts."""
+    return [g for g in spec.geoms if (g.name == sensor.geom if sensor.geom else g.parent.name == sensor.body)]
+
+
+@functools.cache
+def height_map(terrain: TerrainConfig) -> HeightMap | None:
+    """The terrain's heights (None for a plane); generated once per configuration."""
+    return None if terrain.flat else generate(terrain)
+
+
+def add_ground(spec: mujoco.MjSpec, terrain: TerrainConfig) -> None:
+    """A static body ``terrain`` holding one geom ``terrain``: a plane at height 0, or the
+    heightfield of ``terrain`` (MuJoCo stores its samples normalised to [0, 1]: the geom sits at
+    the lowest height and the field's elevation spans the range)."""
+    tex = spec.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D,
+                           builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER, width=256, height=256,
+                           rgb1=[0.2, 0.3, 0.4], rgb2=[0.1, 0.15, 0.2])
+    mat = spec.add_material(name="grid", texrepeat=[8, 8], texuniform=True)
+    mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
+    ground = spec.worldbody.add_body(name=TERRAIN)
+    common = dict(name=GROUND, material="grid", contype=1, conaffinity=1, friction=[1.0, 0.005, 0.0001])
+    hm = height_map(terrain)
+    if hm is None:
+        ground.add_geom(type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05], **common)
+        return
+    lo, hi = float(hm.heights.min()), float(hm.heights.max())
+    span = max(hi - lo, 1e-3)
+    ny, nx = hm.heights.shape
+    sx, sy = hm.size
+    spec.add_hfield(name=GROUND, nrow=ny, ncol=nx, size=[sx / 2, sy / 2, span, 1.0],
+                    userdata=((hm.heights - lo) / span).flatten().tolist())
+    ground.add_geom(type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname=GROUND,
+                    pos=[hm.origin[0] + sx / 2, hm.origin[1] + sy / 2, lo], **common)
 
 
 def build_model(scene: SceneConfig, sim_dt: float, visual: bool = False, sensors: bool = True) -> mujoco.MjModel:
@@ -87,34 +120,36 @@ def build_sensing_model(scene: SceneConfig, sim_dt: float, sensors: Collection[s
     Bodies, joints and sensors are those of :func:`build_model`, so every address is the same
     and, from the same ``qpos``/``qvel``, ``xpos``, ``xquat``, ``cvel``, ``subtree_com`` and
     those sensors come out bit for bit the same. Nothing else is computed: no actuators, joint
-    limits, springs, dampers or gravity, and only the geoms of contact-sensor bodies collide,
-    with the ground only, as explicit pairs, each contact with one constraint row (condim 1).
-    This pass costs about a third of the physics model's (G1: 3.4 vs 5.5 ms for 512 lanes,
-    before condim 1).
+    limits, springs, dampers or gravity, and only the geoms of contact-sensor bodies collide, with
+    the geoms of the body each is sensed against only, as explicit pairs, each contact with one
+    constraint row (condim 1).
+    This pass costs about a third of the physics model's (numbers in docs/performance.md).
     Acceleration-stage sensors are not computed here (zeros).
 
     ``sensors`` names the sensors to compute (default: all). The others keep their place and
-    size as user sensors, which MuJoCo leaves at zero: G1's own IMU sensors, which no task
-    reads, cost 9% of the pass (256 lanes).
+    size as user sensors, which MuJoCo leaves at zero.
     """
     spec = build_spec(scene, sim_dt)
     for element in list(spec.actuators):
         spec.delete(element)
-    sensing = {s.body for s in scene.contact_sensors}
-    ground = next(g for g in spec.geoms if g.name == GROUND)
-    # A geom of a sensed body collides with the ground exactly when it would in the physics model
-    # (contype 1, conaffinity 1). Those pairs are listed explicitly and nothing else collides, so
-    # MuJoCo tests just them, without the broad phase over every geom (G1 tracking, 2048 lanes:
-    # the pass 8.0 -> 7.2 ms). Margin and gap are the larger of the two geoms', as for contacts
-    # found by the broad phase; condim 1: a contact is found all the same, with one constraint row.
-    touching = [g for g in spec.geoms if g is not ground and g.parent.name in sensing
-                and (ground.contype & g.conaffinity or ground.conaffinity & g.contype)]
+    # A geom of a sensed body and one of the body it is sensed against collide exactly when they
+    # would in the physics model (contype/conaffinity). Those pairs are listed explicitly and
+    # nothing else collides, so MuJoCo tests just them, without the broad phase over every geom.
+    # Margin and gap are the larger of the two geoms', as for contacts found by the broad phase;
+    # condim 1: a contact is found all the same, with one constraint row.
+    pairs: dict[tuple[int, int], tuple[mujoco.MjsGeom, mujoco.MjsGeom]] = {}
+    for sensor in scene.contact_sensors:
+        for a in (g for g in spec.geoms if g.parent.name == sensor.other):
+            for b in sensed_geoms(spec, sensor):
+                if a.contype & b.conaffinity or a.conaffinity & b.contype:
+                    pairs[(id(a), id(b))] = (a, b)
     for geom in spec.geoms:
         geom.contype = geom.conaffinity = 0
-    for i, geom in enumerate(touching):
-        geom.name = geom.name or f"sensed_geom_{i}"
-        spec.add_pair(geomname1=GROUND, geomname2=geom.name, condim=1, margin=max(geom.margin, ground.margin),
-                      gap=max(geom.gap, ground.gap))
+    for i, (a, b) in enumerate(pairs.values()):
+        a.name = a.name or f"sensed_geom_{i}_a"
+        b.name = b.name or f"sensed_geom_{i}_b"
+        spec.add_pair(geomname1=a.name, geomname2=b.name, condim=1, margin=max(a.margin, b.margin),
+                      gap=max(a.gap, b.gap))
     for joint in spec.joints:
         joint.limited = mujoco.mjtLimited.mjLIMITED_FALSE
     off = mujoco.mjtDisableBit
@@ -134,8 +169,8 @@ def build_sensing_model(scene: SceneConfig, sim_dt: float, sensors: Collection[s
     return spec.compile()
 
 
-def model_info(model: mujoco.MjModel) -> ModelInfo:
-    """Names and addresses of ``model`` for the resolver."""
+def model_info(model: mujoco.MjModel, heightfield: HeightMap | None = None) -> ModelInfo:
+    """Names and addresses of ``model`` for the resolver, with the terrain's height map."""
     def names(kind: mujoco.mjtObj, n: int) -> tuple[str, ...]:
         return tuple(mujoco.mj_id2name(model, kind, i) or "" for i in range(n))
 
@@ -154,4 +189,10 @@ def model_info(model: mujoco.MjModel) -> ModelInfo:
         sensor_stage=tuple(int(s) for s in model.sensor_needstage),
         nq=model.nq,
         nv=model.nv,
+        geom_names=names(mujoco.mjtObj.mjOBJ_GEOM, model.ngeom),
+        geom_bodies=tuple(int(b) for b in model.geom_bodyid),
+        joint_bodies=tuple(int(b) for b in model.jnt_bodyid),
+        body_parents=tuple(int(b) for b in model.body_parentid),
+        qpos0=tuple(float(q) for q in model.qpos0),
+        heightfield=heightfield,
     )

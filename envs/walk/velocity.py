@@ -1,0 +1,201 @@
+"""Velocity tracking: follow a (vx, vy, wz) command on flat ground or generated terrain.
+
+``velocity`` builds the task for any legged robot (``robots.Legs``) on any terrain; the module
+ends with the registered tasks. Bipeds walk to a phase clock (each foot's stance in its half of
+the stride); quadrupeds are rewarded for long swings, still stance feet, a steady base height
+and small torques and accelerations. On generated terrain a curriculum moves each lane between
+difficulty levels; ``scan=True`` adds a height scan around the base to the policy's observations
+(the critic has it on every generated terrain).
+"""
+
+from __future__ import annotations
+
+import math
+
+from motrix_gym.envs.robots import G1_LEGS, GO1_LEGS, T1_LEGS, Legs, action_scale
+from motrix_gym.manager.config import (
+    ContactSensor,
+    Randomization,
+    SceneConfig,
+    SubTerrain,
+    TaskConfig,
+    TerrainConfig,
+)
+from motrix_gym.manager.terms import (
+    Bodies,
+    CommandTerm,
+    EventTerm,
+    JointPositionAction,
+    Joints,
+    ResetTerm,
+    Sensor,
+)
+from motrix_gym.manager.terms import ObservationTerm as Obs
+from motrix_gym.manager.terms import RewardTerm as Rew
+from motrix_gym.manager.terms import TerminationTerm as Term
+from motrix_gym.mdp import commands, events, resets
+from motrix_gym.mdp import observations as obs
+from motrix_gym.mdp import rewards as rew
+from motrix_gym.mdp import terminations as term
+from motrix_gym.mdp.terrain import TerrainCurriculum, height_scan
+
+MODES = ("train", "play")
+ALL = Joints(".*")
+VEL = "base_velocity"
+
+FLAT = TerrainConfig()
+ROUGH = TerrainConfig(sub_terrains=(SubTerrain("flat", proportion=0.2),
+                                    SubTerrain("rough", proportion=0.8, noise=(0.02, 0.10), platform=1.5)))
+STAIRS = TerrainConfig(sub_terrains=(SubTerrain("pyramid_stairs", step_height=(0.05, 0.20)),
+                                     SubTerrain("inverted_pyramid_stairs", step_height=(0.05, 0.20))))
+SLOPE = TerrainConfig(sub_terrains=(SubTerrain("pyramid_slope", slope=(0.0, 0.4)),
+                                    SubTerrain("inverted_pyramid_slope", slope=(0.0, 0.4))))
+# A quadruped's legs are shorter: lower, narrower steps.
+STAIRS_SMALL = TerrainConfig(sub_terrains=(SubTerrain("pyramid_stairs", step_height=(0.03, 0.14), step_width=0.25),
+                                           SubTerrain("inverted_pyramid_stairs", step_height=(0.03, 0.14),
+                                                      step_width=0.25)))
+ROUGH_SMALL = TerrainConfig(sub_terrains=(SubTerrain("flat", proportion=0.2),
+                                          SubTerrain("rough", proportion=0.8, noise=(0.01, 0.06), platform=1.5)))
+
+
+def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = False,
+             mode: str = "train") -> TaskConfig:
+    """The velocity-tracking task ``name`` for ``legs`` on ``terrain``.
+
+    ``mode="play"``: no observation noise, pushes, randomisation or action delay, the default
+    pose at reset facing +x, and every reset on a random terrain level (no curriculum)."""
+    if mode not in MODES:
+        raise ValueError(f"{name}: mode must be one of {MODES}, got {mode!r}")
+    play, flat = mode == "play", terrain.flat
+
+    def noise(lo: float) -> tuple[float, float] | None:
+        return None if play else (-lo, lo)
+
+    feet = tuple(f"{f}_contact" for f in legs.feet)
+    feet_sensors = tuple(Sensor(s) for s in feet)
+    illegal = tuple(f"{b}_contact" for b in legs.illegal)
+    undesired = tuple(f"{b}_contact" for b in legs.undesired)
+    contact_sensors = (
+        *(ContactSensor(s, geom=g) if g else ContactSensor(s, body=b)
+          for s, b, g in zip(feet, legs.feet, legs.foot_geoms or ("",) * len(feet))),
+        *(ContactSensor(s, body=b) for s, b in zip(illegal, legs.illegal)),
+        *(ContactSensor(s, body=b) for s, b in zip(undesired, legs.undesired)),
+    )
+    scan_obs = Obs("height_scan", height_scan, noise=noise(0.1))
+    policy = (
+        Obs("base_ang_vel", obs.base_ang_vel, scale=0.25, noise=noise(0.2)),
+        Obs("projected_gravity", obs.projected_gravity, noise=noise(0.05)),
+        Obs("command", obs.command, params={"name": VEL}),
+        Obs("joint_pos", obs.joint_pos_rel, params={"joints": ALL}, noise=noise(0.01)),
+        Obs("joint_vel", obs.joint_vel, params={"joints": ALL}, scale=0.05, noise=noise(1.5)),
+        Obs("last_action", obs.last_action),
+        *((Obs("gait_phase", obs.gait_phase, params={"name": "gait"}),) if legs.biped else ()),
+        *((scan_obs,) if scan else ()),
+    )
+    critic = (
+        Obs("base_lin_vel", obs.base_lin_vel),
+        *(Obs(t.name, t.func, params=t.params, scale=t.scale) for t in policy if t.name != "height_scan"),
+        *(() if flat else (Obs("height_scan", height_scan),)),
+    )
+    cmds = (
+        *(() if flat else (CommandTerm("terrain", TerrainCurriculum, params={"command": VEL, "enabled": not play}),)),
+        CommandTerm(VEL, commands.VelocityCommand,
+                    params={"ranges": ((-1.0, 1.0), (-1.0, 1.0), (-1.0, 1.0)), "standing_fraction": 0.2,
+                            "resample_s": 10.0}),
+        *((CommandTerm("gait", commands.GaitClock, params={"command": VEL, "period": legs.gait_period}),)
+          if legs.biped else ()),
+        CommandTerm("feet", commands.FeetState, params={
+            "sensors": feet_sensors, "bodies": tuple(Bodies(b) for b in legs.feet), "sole": legs.sole}),
+    )
+    common = (
+        Rew("track_lin_vel", rew.track_lin_vel_xy, weight=1.0, params={"command": VEL, "std": 0.5}),
+        Rew("track_ang_vel", rew.track_ang_vel_z, weight=0.5, params={"command": VEL, "std": 0.5}),
+        Rew("ang_vel_xy", rew.ang_vel_xy, weight=-0.05),
+        Rew("action_rate", rew.action_rate, weight=-0.01),
+        Rew("joint_limit", rew.joint_limits, weight=-5.0),
+        Rew("undesired_contacts", rew.undesired_contacts, weight=-0.5,
+            params={"sensors": tuple(Sensor(s) for s in undesired)}),
+        Rew("alive", rew.alive, weight=0.5),
+    )
+    if legs.biped:
+        gait = (
+            Rew("flat_orientation", rew.flat_orientation, weight=-5.0 if flat else -1.0),
+            Rew("pose", rew.joint_pose, weight=-0.1, params={"joints": ALL}),
+            Rew("feet_phase", rew.feet_phase, weight=0.5, params={"clock": "gait", "sensors": feet_sensors}),
+            Rew("feet_air_time", rew.feet_air_time, weight=1.0,
+                params={"feet": "feet", "command": VEL, "threshold": 0.3}),
+        )
+    else:
+        gait = (
+            Rew("flat_orientation", rew.flat_orientation, weight=-2.5 if flat else -0.5),
+            Rew("lin_vel_z", rew.lin_vel_z, weight=-2.0),
+            Rew("base_height", rew.base_height, weight=-10.0, params={"target": legs.robot.base_height}),
+            Rew("joint_torques", rew.joint_torques, weight=-2e-4),
+            Rew("joint_acc", rew.joint_acc, weight=-2.5e-7, params={"joints": ALL}),
+            Rew("feet_air_time", rew.feet_air_time, weight=1.0,
+                params={"feet": "feet", "command": VEL, "threshold": 0.1}),
+            Rew("foot_slip", rew.foot_slip, weight=-0.1, params={"feet": "feet"}),
+        )
+    rewards = common[:2] + gait + common[2:]
+    return TaskConfig(
+        name=name,
+        scene=SceneConfig(robot=legs.robot, terrain=terrain, contact_sensors=contact_sensors),
+        actions=JointPositionAction(joints=ALL, scale=action_scale(legs.robot), max_delay=0 if play else 1),
+        commands=cmds,
+        observations={"policy": policy, "critic": critic},
+        rewards=rewards,
+        terminations=(
+            Term("time_out", term.time_out, time_out=True),
+            Term("illegal_contact", term.illegal_contact, params={"sensors": tuple(Sensor(s) for s in illegal)}),
+            Term("fell_over", term.bad_orientation, params={"limit_angle": math.radians(70)}),
+            Term("base_too_low", term.root_height_below, params={"min_height": legs.min_height}),
+            Term("physics_diverged", term.physics_diverged),
+        ),
+        resets=(ResetTerm("default_pose", resets.reset_default_pose, params={
+            "joint_noise": 0.0 if play else 0.1, "yaw_range": 0.0 if play else math.pi,
+            "vel_noise": 0.0 if play else 0.1, "origins": "" if flat else "terrain",
+            "xy_noise": 0.0 if flat else 0.25, "lift": 0.02}),),
+        events=() if play else (EventTerm("push", events.push_by_velocity, interval_s=(1.0, 3.0),
+                                          params={"lin": (0.5, 0.5, 0.1), "ang": (0.3, 0.3, 0.3)}),),
+        randomization=None if play else Randomization(friction_bodies=legs.feet),
+        sim_dt=0.005,
+        decimation=4,
+        episode_length_s=20.0,
+        extra_reads=() if legs.biped else ("actuator_force", "qacc"),
+    )
+
+
+def g1_flat(mode: str = "train") -> TaskConfig:
+    return velocity("G1WalkFlat", G1_LEGS, FLAT, mode=mode)
+
+
+def g1_rough(mode: str = "train") -> TaskConfig:
+    return velocity("G1WalkRough", G1_LEGS, ROUGH, mode=mode)
+
+
+def g1_stairs(mode: str = "train") -> TaskConfig:
+    return velocity("G1WalkStairs", G1_LEGS, STAIRS, scan=True, mode=mode)
+
+
+def g1_slope(mode: str = "train") -> TaskConfig:
+    return velocity("G1WalkSlope", G1_LEGS, SLOPE, scan=True, mode=mode)
+
+
+def t1_flat(mode: str = "train") -> TaskConfig:
+    return velocity("T1WalkFlat", T1_LEGS, FLAT, mode=mode)
+
+
+def t1_rough(mode: str = "train") -> TaskConfig:
+    return velocity("T1WalkRough", T1_LEGS, ROUGH, mode=mode)
+
+
+def go1_flat(mode: str = "train") -> TaskConfig:
+    return velocity("Go1WalkFlat", GO1_LEGS, FLAT, mode=mode)
+
+
+def go1_rough(mode: str = "train") -> TaskConfig:
+    return velocity("Go1WalkRough", GO1_LEGS, ROUGH_SMALL, mode=mode)
+
+
+def go1_stairs(mode: str = "train") -> TaskConfig:
+    return velocity("Go1WalkStairs", GO1_LEGS, STAIRS_SMALL, scan=True, mode=mode)

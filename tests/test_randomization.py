@@ -1,0 +1,54 @@
+"""Per-lane physical parameters: drawn from the lane RNG at reset, different per lane, the same for
+the same seed and global lane id whatever the number of lanes, and seen by the sensing model."""
+
+import numpy as np
+import pytest
+
+from motrix_gym.vector_env import MotrixVectorEnv
+
+FIELDS = ("geom_friction", "body_mass", "body_ipos", "actuator_gainprm", "actuator_biasprm")
+
+
+def drawn(task: str, num_envs: int, seed: int, **kwargs) -> dict[str, np.ndarray]:
+    env = MotrixVectorEnv(task, num_envs, compile=False, **kwargs)
+    env.reset(seed=seed)
+    out = {f: env.sim.batch.expanded(f).copy() for f in FIELDS}
+    out["delay"] = env.runtime.action_delay[:num_envs].numpy().copy()
+    out["sensing_mass"] = env.sim.sensing.expanded("body_mass").copy()
+    env.close()
+    return out
+
+
+@pytest.mark.parametrize("task", ["Go1WalkFlat", "G1WalkRough"])
+def test_lanes_draw_their_own_parameters_reproducibly(task):
+    a, b = drawn(task, 16, seed=3), drawn(task, 4, seed=3)
+    shifted = drawn(task, 4, seed=3, lane_offset=8)
+    for f in FIELDS:
+        flat = a[f].reshape(16, -1)
+        assert len({row.tobytes() for row in flat}) == 16, f"{f}: lanes share values"
+        np.testing.assert_array_equal(a[f][:4], b[f], err_msg=f"{f}: not the same across num_envs")
+        np.testing.assert_array_equal(a[f][8:12], shifted[f], err_msg=f"{f}: not the same for lane_offset")
+    np.testing.assert_array_equal(a["sensing_mass"], a["body_mass"])  # the sensing model's masses follow
+    assert 0 < a["delay"].sum() < 16  # some lanes act a step late
+    c = drawn(task, 4, seed=4)
+    assert not np.array_equal(c["body_mass"], b["body_mass"])
+
+
+def test_ranges_are_respected():
+    env = MotrixVectorEnv("Go1WalkFlat", 64, compile=False)
+    env.reset(seed=0)
+    r, m = env.task.randomization, env.sim.model
+    feet = list(env.runtime.program.randomization.friction_geoms)
+    friction = env.sim.batch.expanded("geom_friction")[:, feet, 0]
+    assert friction.min() >= r.friction[0] and friction.max() <= r.friction[1]
+    robot = list(env.runtime.program.robot_bodies)
+    scale = env.sim.batch.expanded("body_mass")[:, robot] / m.body_mass[robot]
+    assert np.allclose(scale, scale[:, :1])  # one factor per lane for every body of the robot
+    assert scale.min() >= r.mass_scale[0] - 1e-9 and scale.max() <= r.mass_scale[1] + 1e-9
+    kp = env.sim.batch.expanded("actuator_gainprm")[:, :, 0] / m.actuator_gainprm[:, 0]
+    assert kp.min() >= r.gain_scale[0] - 1e-9 and kp.max() <= r.gain_scale[1] + 1e-9
+    play = MotrixVectorEnv("Go1WalkFlat", 4, compile=False, mode="play")
+    play.reset(seed=0)
+    assert play.sim.batch.expanded("body_mass") is None and not play.runtime.action_delay.any()
+    env.close()
+    play.close()

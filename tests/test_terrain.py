@@ -1,0 +1,166 @@
+"""Generated terrain: heights equal MuJoCo's own ray casts, robots spawn standing on the ground,
+the height scan reads the steps, the curriculum moves lanes."""
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+from motrix_gym.manager.config import SUB_TERRAINS, SubTerrain, TerrainConfig
+from motrix_gym.math.heightfield import HeightField
+from motrix_gym.sim.scene import GROUND, add_ground
+from motrix_gym.sim.terrain import generate
+from motrix_gym.vector_env import MotrixVectorEnv
+
+TERRAIN_TASKS = ("G1WalkRough", "G1WalkStairs", "G1WalkSlope", "T1WalkRough", "Go1WalkRough", "Go1WalkStairs")
+
+
+def ground_model(cfg: TerrainConfig) -> mujoco.MjModel:
+    spec = mujoco.MjSpec()
+    add_ground(spec, cfg)
+    return spec.compile()
+
+
+@pytest.mark.parametrize("kind", SUB_TERRAINS)
+def test_height_lookup_equals_mujoco_ray_cast(kind):
+    cfg = TerrainConfig(sub_terrains=(SubTerrain(kind),), rows=4, cols=2, tile_size=4.0, border=1.0, seed=3)
+    hm = generate(cfg)
+    model = ground_model(cfg)
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    rng = np.random.default_rng(0)
+    sx, sy = hm.size
+    x = hm.origin[0] + rng.uniform(0.0, sx, 500)
+    y = hm.origin[1] + rng.uniform(0.0, sy, 500)
+    geom = np.zeros(1, np.int32)
+    top = hm.heights.max() + 5.0
+    ray = np.array([top - mujoco.mj_ray(model, data, np.array([a, b, top]), np.array([0.0, 0.0, -1.0]), None, 1, -1,
+                                        geom) for a, b in zip(x, y)])
+    assert (geom == model.geom(GROUND).id).all()
+    np.testing.assert_allclose(hm.height(x, y), ray, atol=1e-3)
+    field = HeightField(torch.from_numpy(hm.heights), hm.origin, hm.spacing)
+    got = field.height(torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.float32))
+    np.testing.assert_allclose(got.numpy(), ray, atol=1e-3)
+    if kind != "flat":
+        assert np.ptp(ray) > 0.02  # the points saw relief, not a plane
+
+
+def test_terrain_is_deterministic_and_seeded():
+    cfg = TerrainConfig(sub_terrains=(SubTerrain("rough", platform=0.5),), rows=2, cols=2, tile_size=2.0, border=0.5)
+    np.testing.assert_array_equal(generate(cfg).heights, generate(cfg).heights)
+    other = TerrainConfig(sub_terrains=cfg.sub_terrains, rows=2, cols=2, tile_size=2.0, border=0.5, seed=1)
+    assert not np.array_equal(generate(cfg).heights, generate(other).heights)
+    with pytest.raises(ValueError, match="platform"):
+        TerrainConfig(sub_terrains=(SubTerrain("rough"),), tile_size=2.0)
+
+
+def lowest_points(model: mujoco.MjModel, data: mujoco.MjData, body: int) -> np.ndarray:
+    """(k, 3): for each colliding geom of ``body``, its lowest point (spheres, capsules, boxes)."""
+    out = []
+    for g in range(model.ngeom):
+        if model.geom_bodyid[g] != body or not (model.geom_contype[g] or model.geom_conaffinity[g]):
+            continue
+        pos, rot = data.geom_xpos[g], data.geom_xmat[g].reshape(3, 3)
+        size, kind = model.geom_size[g], model.geom_type[g]
+        if kind == mujoco.mjtGeom.mjGEOM_SPHERE:
+            pts = [pos - [0, 0, size[0]]]
+        elif kind == mujoco.mjtGeom.mjGEOM_CAPSULE:
+            ends = [pos + rot[:, 2] * size[1] * s for s in (-1, 1)]
+            pts = [e - [0, 0, size[0]] for e in ends]
+        elif kind == mujoco.mjtGeom.mjGEOM_BOX:
+            pts = [pos + rot @ (size * np.array(c)) for c in np.ndindex(2, 2, 2) for c in [np.array(c) * 2 - 1]]
+        else:
+            continue
+        out.append(min(pts, key=lambda p: p[2]))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("task", TERRAIN_TASKS)
+def test_lanes_spawn_standing_on_the_ground(task):
+    env = MotrixVectorEnv(task, 64, compile=False)
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        hm = env.runtime.program.model.heightfield
+        feet = [env.sim.model.body(b).id for b in env.runtime.ctx.commands["feet"].bodies.tolist()]
+        levels = env.runtime.ctx.commands["terrain"].level[:64]
+        assert levels.min() >= 0 and levels.max() <= 4  # first episodes start on the easier rows
+        for lane in range(64):
+            data = env.sim.batch.get_data(lane)
+            mujoco.mj_kinematics(env.sim.model, data)
+            root = data.qpos[:3]
+            assert root[2] > hm.height(root[0], root[1]), f"{task} lane {lane}: root below the ground"
+            for f in feet:
+                low = lowest_points(env.sim.model, data, f)
+                gap = low[:, 2] - hm.height(low[:, 0], low[:, 1])
+                assert gap.min() > -0.01 and gap.min() < 0.05, f"{task} lane {lane}: a foot {gap.min():.3f} m off"
+    env.close()
+
+
+def test_height_scan_reads_the_stair_steps():
+    """A lane placed on the platform of a pyramid-stairs tile, near its edge, reads at every point
+    of its scan the height of the step beneath that point (from the stairs' own geometry)."""
+    env = MotrixVectorEnv("G1WalkStairs", 4, compile=False, obs_groups=("policy", "critic"))
+    env.reset(seed=0)
+    rt, hm = env.runtime, env.runtime.program.model.heightfield
+    col = hm.tile_kinds.index("pyramid_stairs")
+    row = hm.tile_centers.shape[0] - 1  # the hardest row: the tallest steps
+    sub = env.task.scene.terrain.sub_terrains[0]
+    step = sub.step_height[1]
+    center = hm.tile_centers[row, col]
+    qpos = env.sim.qpos.numpy()[:1].copy()
+    shift = 0.9  # off the platform's centre towards +x: the scan reaches over its edge onto the steps
+    qpos[0, :3] = center[0] + shift, center[1], center[2] + 0.79
+    qpos[0, 3:7] = 1.0, 0.0, 0.0, 0.0
+    env.sim.reset(np.array([0], np.int32), qpos, np.zeros((1, env.sim.model.nv)), full=False)
+    rt.read_lanes(np.array([0]))
+    from motrix_gym.mdp.terrain import height_scan, scan_points
+
+    scan = height_scan(rt.ctx)[0].numpy()
+    pts = scan_points((1.6, 1.0), 0.1).numpy()
+    ground = qpos[0, 2] - 0.5 - scan  # what the scan says the ground is
+    # the stairs: from the tile's edge, one step up every step_width, up to the platform
+    half = env.task.scene.terrain.tile_size / 2
+    edge = half - np.maximum(np.abs(pts[:, 0] + shift), np.abs(pts[:, 1]))
+    inner = (2 * half - sub.platform) / 2
+    want = np.floor(np.minimum(edge, inner) / sub.step_width) * step
+    want[edge >= inner] = np.floor(inner / sub.step_width) * step
+    # the height map samples every 0.1 m, so within a cell of a step's edge the ground is a ramp
+    d = np.minimum(edge, inner)
+    clear = np.abs(d - np.round(d / sub.step_width) * sub.step_width) > hm.spacing
+    clear |= edge > inner + hm.spacing
+    np.testing.assert_allclose(ground[clear], want[clear], atol=2e-3)
+    assert clear.sum() > 100 and len(np.unique(np.round(want[clear], 3))) >= 3  # several steps seen
+    np.testing.assert_allclose(ground, hm.height(qpos[0, 0] + pts[:, 0], qpos[0, 1] + pts[:, 1]), atol=2e-3)
+    env.close()
+
+
+def move_roots(env: MotrixVectorEnv, dx: float) -> None:
+    """Put every lane's robot ``dx`` m along x from where it stands (as if it had walked there)."""
+    n = env.num_envs
+    qpos = env.sim.qpos.numpy().copy()
+    qpos[:, 0] += dx
+    ids = np.arange(n, dtype=np.int32)
+    env.sim.reset(ids, qpos, env.sim.qvel.numpy().copy(), full=False)
+    env.runtime.read_lanes(ids)
+
+
+def test_curriculum_moves_lanes_up_and_down():
+    n = 32
+    env = MotrixVectorEnv("G1WalkRough", n, compile=False, autoreset_mode="Disabled")
+    env.reset(seed=0)
+    cur, cmd = env.runtime.ctx.commands["terrain"], env.runtime.ctx.commands["base_velocity"]
+    everyone = {"reset_mask": np.ones(n, bool)}
+    start, mean0 = cur.level[:n].clone(), env.log["Curriculum/terrain_level"]
+    move_roots(env, 6.0)  # farther than half a tile: every lane moves up one level
+    env.reset(options=everyone)
+    torch.testing.assert_close(cur.level[:n], start + 1)
+    assert env.log["Curriculum/terrain_level"] == pytest.approx(mean0 + 1)
+    up, asked = cur.level[:n].clone(), cmd.value[:n, :2].norm(dim=-1)
+    env.reset(options=everyone)  # nobody walked: lanes asked to walk move down, standing ones stay
+    moving = asked * env.task.episode_length_s * 0.5 > 0.5  # the spawn offset is at most 0.36 m
+    assert moving.sum() > n // 2
+    torch.testing.assert_close(cur.level[:n][moving], (up[moving] - 1).clamp(min=0))
+    assert env.log["Curriculum/terrain_level"] < mean0 + 1
+    origin = torch.from_numpy(env.runtime.program.model.heightfield.tile_centers).float()
+    torch.testing.assert_close(cur.origin[:n], origin[cur.level[:n], cur.col[:n]])
+    env.close()
