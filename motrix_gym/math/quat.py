@@ -7,8 +7,7 @@ inside ``torch.compile`` graphs.
 Each function unbinds its inputs once, computes on components, and stacks once. Inductor
 vectorizes along the last dimension: carried through a chain of functions, a last dimension of 3
 or 4 makes it compute every element with index arithmetic and selects, and unbinding a stacked
-result costs as much as computing it (G1, 2048 lanes x 14 bodies: the angle between two sets of
-orientations 0.45 ms, on components 0.14 ms). So functions that chain others (``quat_angle``,
+result costs as much as computing it. So functions that chain others (``quat_angle``,
 ``quat_rot6d``, ``quat_apply_inverse``) chain the component functions ``_mul``, ``_conj``,
 ``_rotate``.
 """

@@ -2,9 +2,8 @@
 
 A call through ``torch.compile``'s wrapper passes Dynamo's frame hook, its cache lookup and its
 guards before reaching the compiled code. The runtime calls each graph once or twice per step
-with its caches cold from the physics in between, where that path costs far more than the graph
-itself: a trivial compiled graph took 0.15-0.37 ms through Dynamo and 0.03-0.11 ms called
-directly, measured on 2 cores right after 5 ms of other work.
+with its caches cold from the physics in between, where that path costs more than a small graph
+itself (docs/performance.md).
 
 Once a graph is compiled, Dynamo's cache holds one entry for its code: bytecode that loads the
 graph's inputs from the function's arguments, closure and globals, calls the compiled graph and
@@ -15,9 +14,7 @@ buffers that are never replaced or reshaped; ``check(True)`` goes back to Dynamo
 Below that bytecode, AOTAutograd's and Inductor's wrappers still run in Python on every call
 before the kernel (about ten calls deep). Where a graph's first two calls show that all they do
 is launch one kernel with the same tensors (and the call's own arguments), with no outputs to
-apply and nothing for Dynamo to replay, later calls launch that kernel directly (``Launch``). In
-the env loop of 64 G1WbtDance lanes, the graph calls of a step took 0.47-0.55 ms so, against
-0.63-0.75 ms through the wrappers.
+apply and nothing for Dynamo to replay, later calls launch that kernel directly (``Launch``).
 """
 
 from __future__ import annotations
@@ -32,8 +29,8 @@ import torch
 from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
 from torch._inductor.output_code import CompiledFxGraph
 
-# A C++ wrapper calls the graph's kernels without Python in between: the evaluate graph of 64 G1
-# lanes takes 0.17 ms instead of 0.42 ms, most of which was the Python wrapper's per-kernel work.
+# A C++ wrapper calls the graph's kernels without Python in between (the Python wrapper's work
+# per kernel is most of a small graph's cost).
 INDUCTOR_OPTIONS = {"cpp_wrapper": True}
 
 _instances = itertools.count()

@@ -40,8 +40,8 @@ class torch_threads:  # lower case: used as a context manager, like torch.no_gra
     """Run torch with ``n`` intra-op threads inside the block, restoring the caller's setting.
 
     The runtime's tensors are small, and OpenMP workers that keep spinning after a parallel op
-    compete with MuJoCo's threads for the cores (measured: 10-20% slower steps on 2 cores). A
-    class, not a generator: entered on every step, it costs fewer calls.
+    compete with MuJoCo's threads for the cores. A class, not a generator: entered on every step,
+    it costs fewer calls.
     """
 
     __slots__ = ("n", "old")
@@ -235,8 +235,7 @@ class TorchManagerRuntime:
         Diverged lanes are terminated this step; their numbers are kept finite (zeros) meanwhile.
 
         In numpy rather than a graph: one cast per field, right after the physics, costs less
-        than a compiled graph's call (G1WbtDance, in the env loop: 0.11 against 0.20 ms at 64
-        lanes, 2.1 against 2.9 ms at 2048). Frames, velocities and sensors are smooth functions of
+        than a compiled graph's call (docs/performance.md). Frames, velocities and sensors are smooth functions of
         the state: when every position is finite and within MuJoCo's bound of a valid state
         (1e10) and every speed within ``max_speed``, they are finite too. Otherwise each field is
         checked: its sum is finite exactly when all its values are (or it overflowed: zeroing then
@@ -344,9 +343,8 @@ class TorchManagerRuntime:
 
         def observe(out: Tensor, mask: Tensor) -> None:
             # One draw of noise for the group, sliced per term; each term scaled, noised and
-            # clipped before the one concatenation. (Concatenating first and slicing the result
-            # made Inductor compute every element through a chain of selects: the G1WbtDance
-            # policy group at 2048 lanes took 0.58-0.62 ms that way, 0.41-0.46 ms now.)
+            # clipped before the one concatenation: concatenating first and slicing the result
+            # makes Inductor compute every element through a chain of selects.
             u = None if noise is None else self.ctx.rng.range(noise[0], noise[1], (sum(dims),), mask)
             parts, start = [], 0
             for t, d in zip(terms, dims):
@@ -376,8 +374,8 @@ class TorchManagerRuntime:
 
     def apply_action(self, actions: np.ndarray) -> None:
         """``actions`` (num_envs, na) float32 -> position targets in the sim's ctrl. In numpy, over
-        the same memory: right after the physics these few small ops cost about half of torch's
-        (G1, 64 lanes: 0.10 against 0.19 ms). The targets are float32, as the terms see them."""
+        the same memory: right after the physics a few small numpy ops dispatch faster than
+        torch's. The targets are float32, as the terms see them."""
         n, target = self.num_envs, self._target
         action = self.host["action"]
         np.copyto(self.host["last_action"], action)

@@ -50,7 +50,7 @@ class MujocoBatchSim:
     batch when ``sensing`` is given (current at the new state), else from the physics batch (as
     MuJoCo's step leaves them: one substep old). ``stage`` is the latest stage they need: after
     a reset (and with ``sensing``, after every step) forward passes stop there; position-stage
-    reads skip the velocity stage (G1's sensing pass: ~17% less).
+    reads skip the velocity stage.
     """
 
     def __init__(self, model: mujoco.MjModel, num_envs: int, nthread: int | None = None,

@@ -24,7 +24,7 @@ def build_spec(scene: SceneConfig, sim_dt: float, visual: bool = False, sensors:
     discarded: the physics is the same, and the model is ~2 MB instead of ~70 MB of meshes and
     their collision trees, which the batch would copy again. Without ``sensors``, the sensors
     are there (same addresses) but not computed: for a physics model whose readings come from
-    the sensing model, 5% faster steps (G1, 512 lanes) with the same motion, bit for bit."""
+    the sensing model, faster steps with the same motion, bit for bit."""
     robot = scene.robot
     spec = mujoco.MjSpec.from_file(str(robot.xml))
     spec.compiler.discardvisual = not visual
