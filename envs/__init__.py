@@ -40,6 +40,8 @@ TASKS: dict[str, TaskEntry] = {
     "Go1WalkRough": TaskEntry(f"{WALK}:go1_rough", GO1, "quadruped velocity tracking, rough", WALK_PPO),
     "Go1WalkStairs": TaskEntry(f"{WALK}:go1_stairs", GO1, "quadruped velocity tracking, stairs, height scan",
                                WALK_PPO),
+    "Go1BallBalance": TaskEntry("motrix_gym.envs.ball.balance:go1_ball", GO1, "balance on a free yoga ball",
+                                "motrix_gym.envs.ball.rl_cfg:BALANCE"),
 }
 
 

@@ -11,7 +11,7 @@ Reflected inertias are those of Unitree's two-stage planetary motors:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from motrix_gym.manager.config import ActuatorGroup, RobotConfig
@@ -173,3 +173,21 @@ GO1_LEGS = Legs(
     undesired=("FL_thigh", "FR_thigh", "RL_thigh", "RR_thigh", "FL_hip", "FR_hip", "RL_hip", "RR_hip"),
     min_height=0.12, gait_period=0.5,
 )
+
+
+# Go1 standing on a ball: every sole 0.14 m ahead of or behind and 0.09 m beside the trunk's
+# origin and 0.26 m below it (solved by inverse kinematics), so the four feet rest on a sphere
+# around a point below the trunk, 28.6 degrees off its top for a 0.325 m ball.
+GO1_BALL_STANCE = {
+    "F[RL]_thigh_joint": 1.1162,
+    "R[RL]_thigh_joint": 0.7378,
+    ".*_calf_joint": -1.854,
+    "[FR]R_hip_joint": 0.1435,
+    "[FR]L_hip_joint": -0.1435,
+}
+GO1_BALL_STANCE_HEIGHT = 0.26  # soles below the trunk's origin (m)
+GO1_BALL_FOOT_REACH = math.hypot(0.14, 0.09)  # soles from the trunk's vertical axis (m)
+GO1_FOOT_RADIUS = 0.023
+GO1_ON_BALL = replace(GO1, default_joint_pos=GO1_BALL_STANCE,
+                      base_height=0.325 + math.sqrt((0.325 + GO1_FOOT_RADIUS) ** 2 - GO1_BALL_FOOT_REACH**2)
+                      + GO1_BALL_STANCE_HEIGHT)

@@ -31,7 +31,8 @@ def test_train_two_iterations_and_play(task, tmp_path):
     assert list(res.run_dir.glob("events.out.tfevents.*"))  # TensorBoard
     out = play(env_id(task), res.checkpoint, steps=3, progress=False)
     assert out.steps == 3 and set(out.reward_terms) and all(np.isfinite(v) for v in out.reward_terms.values())
-    assert out.metrics and all(np.isfinite(v) for v in out.metrics.values())  # every task's command reports errors
+    assert all(np.isfinite(v) for v in out.metrics.values())
+    assert out.metrics or task == "Go1BallBalance"  # tracking and walking commands report their errors
 
 
 def test_resume_continues_iterations_and_optimizer(tmp_path):

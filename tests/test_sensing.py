@@ -48,7 +48,7 @@ def test_sensing_equals_physics_forward(task):
     reference = mjbatch.Batch(model, n, 1)
 
     def same_lane_models() -> None:  # the physics batch's per-lane values (randomisation at resets)
-        for field in ("body_mass", "body_inertia", "body_ipos", "geom_friction"):
+        for field in mjbatch.MODEL_FIELDS:
             values = sim.batch.expanded(field)
             if values is not None:
                 reference.expand(field)[:] = values

@@ -47,17 +47,19 @@ class RobotConfig:
 
 @dataclass(frozen=True)
 class ContactSensor:
-    """A MuJoCo contact sensor: whether the geoms of ``body`` (or the one geom ``geom``) touch
-    those of ``other``, a body of the scene (the ground, a plane or a heightfield, by default)."""
+    """A MuJoCo contact sensor: whether the geoms of ``body`` (or the one geom ``geom``, or every
+    geom of the ``subtree`` below a body) touch those of ``other``, a body of the scene (the
+    ground, a plane or a heightfield, by default)."""
 
     name: str
     body: str = ""
     other: str = "terrain"
     geom: str = ""
+    subtree: str = ""  # a body and every body below it
 
     def __post_init__(self) -> None:
-        if bool(self.body) == bool(self.geom):
-            raise ValueError(f"contact sensor {self.name!r}: give exactly one of body and geom")
+        if sum(map(bool, (self.body, self.geom, self.subtree))) != 1:
+            raise ValueError(f"contact sensor {self.name!r}: give exactly one of body, geom and subtree")
 
 
 TERRAIN = "terrain"  # the name of the ground's body and geom in every scene
@@ -123,11 +125,49 @@ class TerrainConfig:
 
 
 @dataclass(frozen=True)
+class Ball:
+    """A free ball in the scene (body, free joint and geom all named ``name``), resting on the
+    ground at the origin: a hollow shell (inertia 2/3 m r^2). ``friction`` is MuJoCo's sliding,
+    torsional and rolling friction (contacts with the ball have 6 dimensions, so it rolls with
+    resistance); ``softness`` the contact's time constant (s; MuJoCo's default is 0.02);
+    ``damping`` acts on its six velocities."""
+
+    name: str = "ball"
+    radius: float = 0.325
+    mass: float = 1.5
+    friction: tuple[float, float, float] = (0.8, 0.02, 0.005)
+    softness: float = 0.04
+    damping: float = 0.01
+
+    def __post_init__(self) -> None:
+        if not (self.radius > 0 and self.mass > 0 and self.softness > 0 and self.damping >= 0):
+            raise ValueError(f"ball {self.name!r}: radius, mass and softness must be > 0, damping >= 0")
+
+
+@dataclass(frozen=True)
 class SceneConfig:
     robot: RobotConfig
     terrain: TerrainConfig = TerrainConfig()
     contact_sensors: tuple[ContactSensor, ...] = ()
+    balls: tuple[Ball, ...] = ()
     memory_mb: int = 1  # MuJoCo arena per MjData (default would be ~15 MB)
+
+
+@dataclass(frozen=True)
+class BallRandomization:
+    """Per-lane ranges of the scene's ball (see ``Ball``); its inertia follows radius and mass."""
+
+    radius: tuple[float, float] = (0.30, 0.35)
+    mass: tuple[float, float] = (1.2, 1.8)
+    friction: tuple[float, float] = (0.6, 1.0)
+    softness: tuple[float, float] = (0.02, 0.06)
+    damping: tuple[float, float] = (0.0, 0.05)
+
+    def __post_init__(self) -> None:
+        for name in ("radius", "mass", "friction", "softness", "damping"):
+            lo, hi = getattr(self, name)
+            if not 0 <= lo <= hi or (name != "damping" and lo == 0):
+                raise ValueError(f"ball randomization {name} must be (lo, hi) with 0 < lo <= hi, got {(lo, hi)}")
 
 
 @dataclass(frozen=True)
@@ -137,13 +177,14 @@ class Randomization:
     ``friction``: sliding friction of the ``friction_bodies``' geoms (absolute); ``mass_scale``:
     every robot body's mass and inertia multiplied; ``com_offset``: the root body's centre of mass
     moved by up to this much (m) along each axis; ``gain_scale``: the PD gains multiplied (one
-    factor per lane for stiffness, one for damping)."""
+    factor per lane for stiffness, one for damping); ``ball``: the scene's ball."""
 
     friction: tuple[float, float] = (0.4, 1.2)
     friction_bodies: tuple[str, ...] = ()
     mass_scale: tuple[float, float] = (0.9, 1.1)
     com_offset: float = 0.03
     gain_scale: tuple[float, float] = (0.9, 1.1)
+    ball: BallRandomization | None = None
 
     def __post_init__(self) -> None:
         for name in ("friction", "mass_scale", "gain_scale"):

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.patterns import lookup
-from motrix_gym.manager.terms import Bodies, Joints, Sensor
+from motrix_gym.manager.terms import Bodies, FreeBody, Joints, Sensor
 
 
 class TaskConfigError(ValueError):
@@ -101,14 +101,25 @@ class ResolvedAction:
 
 
 @dataclass(frozen=True)
+class ResolvedBall:
+    """A ball of the scene: its body, geom and free joint."""
+
+    cfg: Any  # manager.config.Ball
+    body: int
+    geom: int
+    joint: RootIndex
+
+
+@dataclass(frozen=True)
 class ResolvedRandomization:
     """``Randomization`` with its bodies resolved: the geoms whose friction is drawn, the robot's
-    bodies (masses) and its root (centre of mass)."""
+    bodies (masses) and its root (centre of mass), and the ball whose parameters are drawn."""
 
     cfg: Any
     friction_geoms: tuple[int, ...]
     bodies: tuple[int, ...]
     root: int
+    ball: ResolvedBall | None
 
 
 @dataclass(frozen=True)
@@ -129,6 +140,7 @@ class ResolvedProgram:
     robot_bodies: tuple[int, ...]  # the root body and every body below it, in model order
     hinge: JointIndex  # all hinge/slide joints
     randomization: ResolvedRandomization | None
+    balls: tuple[ResolvedBall, ...]
     reads: tuple[str, ...]  # MjData fields copied into the context after every physics call
     read_stage: int  # the mjtStage those fields and the sensors the terms read need: 1 position, 2 velocity
     sensors: tuple[str, ...]  # the sensors the terms read, in the model's order
@@ -193,6 +205,11 @@ def _resolve_value(value: Any, model: ModelInfo, where: str) -> Any:
         return torch.tensor(_match("body", value.names, model.body_names, where), dtype=torch.long)
     if isinstance(value, Joints):
         return resolve_joints(value, model, where)
+    if isinstance(value, FreeBody):
+        try:
+            return resolve_root("scene", value.name, model)
+        except TaskConfigError as e:
+            raise TaskConfigError(f"{where}: {e}") from None
     if isinstance(value, Sensor):
         if value.name not in model.sensor_names:
             close = difflib.get_close_matches(value.name, model.sensor_names, n=1)
@@ -227,7 +244,7 @@ def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, w
         ann = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", None)
         if p.name not in params or ann is None:
             continue
-        want = {"Bodies": Bodies, "Joints": Joints, "Sensor": Sensor}.get(ann)
+        want = {"Bodies": Bodies, "Joints": Joints, "Sensor": Sensor, "FreeBody": FreeBody}.get(ann)
         if want is None and ann in _SIMPLE_TYPES:
             ok = isinstance(params[p.name], _SIMPLE_TYPES[ann]) and not (
                 ann != "bool" and isinstance(params[p.name], bool))
@@ -335,6 +352,8 @@ def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     sensors = {s.name for t in every for s in _sensor_slices(tuple(t.params.values()))}
     velocity = any(r in VELOCITY_READS for r in reads) or any(
         model.sensor_stage[model.sensor_names.index(name)] == 2 for name in sensors)  # mjSTAGE_VEL
+    balls = tuple(ResolvedBall(b, model.body_names.index(b.name), model.geom_names.index(b.name),
+                               resolve_root("scene", b.name, model)) for b in task.scene.balls)
     randomization = None
     if task.randomization is not None:
         r = task.randomization
@@ -345,9 +364,14 @@ def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
         ids = tuple(g for g, b in enumerate(model.geom_bodies) if model.body_names[b] in r.friction_bodies)
         if r.friction_bodies and not ids:
             raise TaskConfigError(f"randomization: the friction bodies {r.friction_bodies} have no geoms")
-        randomization = ResolvedRandomization(r, ids, robot_bodies, root.body)
+        ball = None
+        if r.ball is not None:
+            if len(balls) != 1:
+                raise TaskConfigError(f"randomization: ball ranges given, but the scene has {len(balls)} balls")
+            ball = balls[0]
+        randomization = ResolvedRandomization(r, ids, robot_bodies, root.body, ball)
     return ResolvedProgram(task=task, model=model, action=action, **terms, observations=observations,
-                           randomization=randomization,
+                           randomization=randomization, balls=balls,
                            default_qpos=default_qpos, root=root, robot_bodies=subtree(root.body, model),
                            hinge=hinge, reads=reads, read_stage=2 if velocity else 1,
                            sensors=tuple(name for name in model.sensor_names if name in sensors))

@@ -41,6 +41,14 @@ class Joints:
 
 
 @dataclass(frozen=True)
+class FreeBody:
+    """A body with a free joint (a ball), by name: resolved to its body id and the addresses of its
+    coordinates and velocities (``resolver.RootIndex``)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class Sensor:
     """One MuJoCo sensor of the scene, by name."""
 

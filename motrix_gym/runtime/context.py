@@ -79,6 +79,7 @@ class Context:
         self.terrain = HeightField.flat(device)
         self.terrain_tiles: Tensor | None = None  # (rows, cols, 3) tile centres of a generated terrain
         self.terrain_tile_size = 0.0
+        self.ball_radius = torch.zeros(L, device=device)  # per lane, when the scene has a ball
 
     # The robot's root, from its free joint (the resolver names it; other free bodies exist).
     def root_pos(self) -> Tensor:

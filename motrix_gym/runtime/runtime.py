@@ -36,6 +36,10 @@ def _call(term: ResolvedTerm, env: Context, *args: object) -> Tensor:
     return term.func(env, *args, **term.params)
 
 
+def _span(lo_hi: tuple[float, float], u: Tensor) -> Tensor:
+    return lo_hi[0] + (lo_hi[1] - lo_hi[0]) * u
+
+
 class torch_threads:  # lower case: used as a context manager, like torch.no_grad
     """Run torch with ``n`` intra-op threads inside the block, restoring the caller's setting.
 
@@ -88,6 +92,8 @@ class TorchManagerRuntime:
         ctx.robot_body_names = tuple(program.model.body_names[b] for b in program.robot_bodies)
         ctx.joint_names = program.hinge.names
         ctx.root_body, ctx.root_qpos, ctx.root_dof = program.root.body, program.root.qpos, program.root.dof
+        if program.balls:
+            ctx.ball_radius = torch.full((ctx.num_lanes,), float(program.balls[0].cfg.radius))
         hm = program.model.heightfield
         if hm is not None:
             ctx.terrain = HeightField(torch.from_numpy(hm.heights), hm.origin, hm.spacing)
@@ -131,7 +137,8 @@ class TorchManagerRuntime:
         self.action_delay = torch.zeros(L, dtype=torch.bool)  # lanes whose targets lag one step
         # Per-lane physical parameters drawn at reset (friction, mass scale, centre-of-mass
         # offset, stiffness and damping scales), written into the simulation for the reset lanes.
-        self.lane_params = torch.ones(L, 7)
+        rand = program.randomization
+        self.lane_params = torch.ones(L, 12 if rand is not None and rand.cfg.ball is not None else 7)
         self.lane_params[:, 2:5] = 0.0
 
         self.failed = torch.zeros(L, dtype=torch.bool)  # lanes MuJoCo flagged at the last physics call
@@ -291,20 +298,15 @@ class TorchManagerRuntime:
 
     def _reset(self, mask: Tensor) -> None:
         ctx = self.ctx
+        m = mask.unsqueeze(-1)
+        if self.program.randomization is not None:  # first: resets place the robot on the drawn ball
+            self._draw_lane_params(mask)
         for c in ctx.commands.values():
             c.reset(ctx, mask)
         for t in self.program.resets:
             _call(t, ctx, mask)
-        m = mask.unsqueeze(-1)
         if self.program.action.max_delay:
             self.action_delay.copy_(torch.where(mask, ctx.rng.uniform((), mask) < 0.5, self.action_delay))
-        if self.program.randomization is not None:
-            r = self.program.randomization.cfg
-            u = ctx.rng.uniform((7,), mask)
-            span = lambda lo_hi, x: lo_hi[0] + (lo_hi[1] - lo_hi[0]) * x  # noqa: E731
-            draws = torch.cat((span(r.friction, u[:, 0:1]), span(r.mass_scale, u[:, 1:2]),
-                               r.com_offset * (2.0 * u[:, 2:5] - 1.0), span(r.gain_scale, u[:, 5:7])), dim=-1)
-            self.lane_params.copy_(torch.where(m, draws, self.lane_params))
         ctx.episode_step.masked_fill_(mask, 0)
         ctx.action.masked_fill_(m, 0.0)
         ctx.last_action.masked_fill_(m, 0.0)
@@ -426,6 +428,23 @@ class TorchManagerRuntime:
         for g, out in outs.items():
             self.observe(g, out, dirty)
 
+    def _draw_lane_params(self, mask: Tensor) -> None:
+        """The physical parameters of the lanes in ``mask`` (``Randomization``), from the lane RNG,
+        into ``lane_params``: friction, mass scale, centre-of-mass offset (3), stiffness and
+        damping scales, then the ball's radius, mass, friction, softness and damping."""
+        r = self.program.randomization
+        cfg, ball = r.cfg, r.cfg.ball
+        u = self.ctx.rng.uniform((self.lane_params.shape[1],), mask)
+        cols = [_span(cfg.friction, u[:, 0:1]), _span(cfg.mass_scale, u[:, 1:2]),
+                cfg.com_offset * (2.0 * u[:, 2:5] - 1.0), _span(cfg.gain_scale, u[:, 5:7])]
+        if ball is not None:
+            cols += [_span(getattr(ball, k), u[:, 7 + i:8 + i])
+                     for i, k in enumerate(("radius", "mass", "friction", "softness", "damping"))]
+        m = mask.unsqueeze(-1)
+        self.lane_params.copy_(torch.where(m, torch.cat(cols, dim=-1), self.lane_params))
+        if ball is not None:
+            self.ctx.ball_radius.copy_(torch.where(mask, self.lane_params[:, 7], self.ctx.ball_radius))
+
     def _write_lanes(self, mask: Tensor, full: bool) -> None:
         """Write the context's qpos/qvel of the real lanes in ``mask`` into the simulation
         (``full``: as a reset), forward them and read them back."""
@@ -434,6 +453,10 @@ class TorchManagerRuntime:
             r, p = self.program.randomization, self.host["lane_params"][ids].astype(np.float64)
             self.sim.randomize(ids, r.friction_geoms, r.bodies, r.root, friction=p[:, 0], mass_scale=p[:, 1],
                                com_offset=p[:, 2:5], kp_scale=p[:, 5], kd_scale=p[:, 6])
+            if r.ball is not None:
+                b = r.ball
+                self.sim.randomize_ball(ids, b.body, b.geom, b.joint.dof, radius=p[:, 7], mass=p[:, 8],
+                                        friction=p[:, 9], softness=p[:, 10], damping=p[:, 11])
         self.sim.reset(ids, self.host["qpos"][ids], self.host["qvel"][ids], full=full)
         self.read_lanes(ids)
 

@@ -164,6 +164,25 @@ class MujocoBatchSim:
         bias[ids, :, 1] = -kp * kp_scale[:, None]
         bias[ids, :, 2] = -kv * kd_scale[:, None]
 
+    def randomize_ball(self, ids: np.ndarray, body: int, geom: int, dof: int, radius: np.ndarray, mass: np.ndarray,
+                       friction: np.ndarray, softness: np.ndarray, damping: np.ndarray) -> None:
+        """Per-lane ball for lanes ``ids``: radius (its collision bounds follow), mass and the
+        hollow shell's inertia, sliding friction, contact time constant and damping of its six
+        velocities. The sensing batch gets its size (its contacts with the feet)."""
+        if len(ids) == 0:
+            return
+        for batch in (self.batch, self.sensing) if self.sensing is not None else (self.batch,):
+            batch.expand("geom_size")[ids, geom, 0] = radius
+            batch.expand("geom_rbound")[ids, geom] = radius
+            batch.expand("geom_aabb")[ids, geom, 3:] = radius[:, None]
+        b = self.batch
+        b.expand("body_mass")[ids, body] = mass
+        b.expand("body_inertia")[ids, body] = (2.0 / 3.0 * mass * radius**2)[:, None]
+        b.expand("geom_friction")[ids, geom, 0] = friction
+        b.expand("geom_solref")[ids, geom, 0] = softness
+        b.expand("dof_damping")[ids, dof:dof + 6] = damping[:, None]
+        b.set_const(ids)
+
     def close(self) -> None:
         """Free the lanes and MuJoCo's thread pool (every view of the batch is dropped)."""
         self.views.clear()

@@ -12,7 +12,7 @@ from collections.abc import Collection
 import mujoco
 import numpy as np
 
-from motrix_gym.manager.config import TERRAIN, ContactSensor, SceneConfig, TerrainConfig
+from motrix_gym.manager.config import TERRAIN, Ball, ContactSensor, SceneConfig, TerrainConfig
 from motrix_gym.manager.resolver import ModelInfo, TaskConfigError
 from motrix_gym.sim.terrain import HeightMap, generate
 
@@ -45,6 +45,8 @@ def build_spec(scene: SceneConfig, sim_dt: float, visual: bool = False, sensors:
 
     spec.worldbody.add_light(pos=[0, 0, 3], dir=[0, 0, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
     add_ground(spec, scene.terrain)
+    for ball in scene.balls:
+        add_ball(spec, ball)
 
     hinges = [j for j in spec.joints if j.type in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)]
     for joint in hinges:
@@ -61,13 +63,15 @@ def build_spec(scene: SceneConfig, sim_dt: float, visual: bool = False, sensors:
     body_names = {b.name for b in spec.bodies}
     geom_names = {g.name for g in spec.geoms}
     for s in scene.contact_sensors:
-        for body in (s.body or s.other, s.other):
+        for body in (s.body or s.subtree or s.other, s.other):
             if body not in body_names:
                 raise TaskConfigError(f"contact sensor {s.name!r}: body {body!r} not in the model")
         if s.geom and s.geom not in geom_names:
             raise TaskConfigError(f"contact sensor {s.name!r}: geom {s.geom!r} not in the model")
-        kind = mujoco.mjtObj.mjOBJ_GEOM if s.geom else mujoco.mjtObj.mjOBJ_BODY
-        spec.add_sensor(name=s.name, type=mujoco.mjtSensor.mjSENS_CONTACT, objtype=kind, objname=s.geom or s.body,
+        kind = (mujoco.mjtObj.mjOBJ_GEOM if s.geom else mujoco.mjtObj.mjOBJ_XBODY if s.subtree
+                else mujoco.mjtObj.mjOBJ_BODY)
+        spec.add_sensor(name=s.name, type=mujoco.mjtSensor.mjSENS_CONTACT, objtype=kind,
+                        objname=s.geom or s.body or s.subtree,
                         reftype=mujoco.mjtObj.mjOBJ_BODY, refname=s.other,
                         intprm=[1, 0, 1])  # data="found", reduce="none", num=1: position stage only
     return spec
@@ -75,7 +79,27 @@ def build_spec(scene: SceneConfig, sim_dt: float, visual: bool = False, sensors:
 
 def sensed_geoms(spec: mujoco.MjSpec, sensor: ContactSensor) -> list[mujoco.MjsGeom]:
     """The geoms whose contacts ``sensor`` counts."""
-    return [g for g in spec.geoms if (g.name == sensor.geom if sensor.geom else g.parent.name == sensor.body)]
+    if sensor.geom:
+        return [g for g in spec.geoms if g.name == sensor.geom]
+    if sensor.body:
+        return [g for g in spec.geoms if g.parent.name == sensor.body]
+    below, inside = spec.body(sensor.subtree), []
+    stack = [below]
+    while stack:
+        b = stack.pop()
+        inside.append(b.name)
+        stack += list(b.bodies)
+    return [g for g in spec.geoms if g.parent.name in inside]
+
+
+def add_ball(spec: mujoco.MjSpec, ball: Ball) -> None:
+    """A free hollow ball resting on the ground at the origin (see ``manager.config.Ball``)."""
+    body = spec.worldbody.add_body(name=ball.name, pos=[0.0, 0.0, ball.radius], mass=ball.mass,
+                                   inertia=[2.0 / 3.0 * ball.mass * ball.radius**2] * 3, explicitinertial=True)
+    body.add_freejoint(name=ball.name).damping = [ball.damping, 0.0, 0.0]  # linear damping (no higher terms)
+    body.add_geom(name=ball.name, type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[ball.radius, 0, 0], condim=6,
+                  friction=list(ball.friction), solref=[ball.softness, 1.0], rgba=[0.85, 0.35, 0.55, 1.0],
+                  contype=1, conaffinity=1)
 
 
 @functools.cache

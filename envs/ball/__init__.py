@@ -1,0 +1,1 @@
+"""Balancing on a free ball."""
