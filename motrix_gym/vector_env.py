@@ -277,8 +277,10 @@ class MotrixVectorEnv(VectorEnv):
             return None
         from motrix_gym.sim.render import LaneRenderer, tile
         if self._renderer is None:
+            robot = self.task.scene.robot
             self._renderer = LaneRenderer(build_model(self.task.scene, self.task.sim_dt, visual=True),
-                                          *self.render_size)
+                                          *self.render_size, distance=min(3.0, max(1.2, 3.5 * robot.base_height)),
+                                          follow=self.runtime.program.root.body)
         frames = [self._renderer.render(self.sim.qpos[i].numpy()) for i in self.render_lanes]
         return frames[0] if len(frames) == 1 else tile(frames)
 

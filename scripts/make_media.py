@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 from PIL import Image
 
-import motrix_gym  # noqa: F401  (registers the ids; picks an off-screen GL backend)
+import motrix_gym  # noqa: F401  (registers the ids)
 from motrix_gym.envs.robots import G1, T1
 from motrix_gym.envs.wbt.tracking import MOTIONS
 from motrix_gym.manager.config import SceneConfig
@@ -40,7 +40,8 @@ def clip_qpos(model, clip: MotionClip, frame: int) -> np.ndarray:
 
 
 def task_frames(size: tuple[int, int] = (240, 180)) -> None:
-    """Tracking tasks: their reference at a telling moment; walking: the robot after 5 steps."""
+    """Tracking tasks: their reference at a telling moment; the others: the robot in play mode
+    after 5 steps of zero actions."""
     (DOCS / "tasks").mkdir(parents=True, exist_ok=True)
     for task in REGISTERED:
         out = DOCS / "tasks" / f"{env_id(task).replace('/', '_')}.png"
@@ -53,8 +54,13 @@ def task_frames(size: tuple[int, int] = (240, 180)) -> None:
             Image.fromarray(renderer.render(clip_qpos(model, clip, round(t * clip.fps)))).save(out)
             renderer.close()
             continue
-        env = gym.make_vec(env_id(task), num_envs=1, compile=False, render_mode="rgb_array", progress=False)
-        env.reset(seed=0)
+        env = gym.make_vec(env_id(task), num_envs=1, compile=False, render_mode="rgb_array", progress=False,
+                           mode="play", width=640, height=480)
+        curriculum = env.unwrapped.runtime.ctx.commands.get("terrain")
+        for seed in range(100):  # on generated terrain: a hard tile, so that the terrain shows
+            env.reset(seed=seed)
+            if curriculum is None or int(curriculum.level[0]) >= 6:
+                break
         for _ in range(5):
             env.step(np.zeros(env.action_space.shape, np.float32))
         Image.fromarray(env.render()).resize(size).save(out)
@@ -73,6 +79,9 @@ def dance_gif(every: int = 6, size: int = 200) -> None:
 
 
 if __name__ == "__main__":
+    import sys
+
     task_frames()
-    dance_gif()
+    if "--no-gif" not in sys.argv:
+        dance_gif()
     print("wrote", sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.png")), "and docs/g1_dance.gif")

@@ -105,10 +105,11 @@ def gl_context(width: int, height: int) -> object:
 
 
 class LaneRenderer:
-    """RGB frames of one model's configurations, from a free camera that follows the root."""
+    """RGB frames of one model's configurations, from a free camera that follows body ``follow``
+    (the robot's root)."""
 
     def __init__(self, model: mujoco.MjModel, width: int = 640, height: int = 480,
-                 distance: float = 3.0, azimuth: float = 135.0, elevation: float = -20.0) -> None:
+                 distance: float = 3.0, azimuth: float = 135.0, elevation: float = -20.0, follow: int = 1) -> None:
         model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
         model.vis.global_.offheight = max(model.vis.global_.offheight, height)
         model.vis.headlight.ambient[:] = 0.35
@@ -123,7 +124,7 @@ class LaneRenderer:
         self.rect = mujoco.MjrRect(0, 0, width, height)
         self.camera = mujoco.MjvCamera()
         self.camera.distance, self.camera.azimuth, self.camera.elevation = distance, azimuth, elevation
-        self.model = model
+        self.model, self.follow = model, follow
         self.data = mujoco.MjData(model)
         self._pixels = np.empty((height, width, 3), np.uint8)
 
@@ -131,7 +132,7 @@ class LaneRenderer:
         """(height, width, 3) uint8 RGB frame of the configuration ``qpos``."""
         self.data.qpos[:] = qpos
         mujoco.mj_kinematics(self.model, self.data)
-        self.camera.lookat[:] = self.data.xpos[1]
+        self.camera.lookat[:] = self.data.xpos[self.follow]
         self.context.make_current()
         mujoco.mjv_updateScene(self.model, self.data, self.option, None, self.camera,
                                mujoco.mjtCatBit.mjCAT_ALL, self.scene)

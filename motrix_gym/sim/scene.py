@@ -43,7 +43,8 @@ def build_spec(scene: SceneConfig, sim_dt: float, visual: bool = False, sensors:
         raise TaskConfigError(f"robot {robot.name!r}: root body {robot.root_body!r} not in the model")
     root.pos = [0.0, 0.0, robot.base_height]
 
-    spec.worldbody.add_light(pos=[0, 0, 3], dir=[0, 0, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
+    # from above and a little aside, so that steps and slopes show in their shading
+    spec.worldbody.add_light(pos=[0, 0, 3], dir=[0.4, 0.25, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
     add_ground(spec, scene.terrain)
     for ball in scene.balls:
         add_ball(spec, ball)
@@ -112,14 +113,15 @@ def add_ground(spec: mujoco.MjSpec, terrain: TerrainConfig) -> None:
     """A static body ``terrain`` holding one geom ``terrain``: a plane at height 0, or the
     heightfield of ``terrain`` (MuJoCo stores its samples normalised to [0, 1]: the geom sits at
     the lowest height and the field's elevation spans the range)."""
+    hm = height_map(terrain)
+    light = [0.2, 0.3, 0.4] if hm is None else [0.45, 0.5, 0.55]  # relief reads better on a lighter ground
     tex = spec.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D,
                            builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER, width=256, height=256,
-                           rgb1=[0.2, 0.3, 0.4], rgb2=[0.1, 0.15, 0.2])
-    mat = spec.add_material(name="grid", texrepeat=[8, 8], texuniform=True)
+                           rgb1=light, rgb2=[c * 0.6 for c in light])
+    mat = spec.add_material(name="grid", texrepeat=[8, 8] if hm is None else [2, 2], texuniform=True)
     mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
     ground = spec.worldbody.add_body(name=TERRAIN)
     common = dict(name=GROUND, material="grid", contype=1, conaffinity=1, friction=[1.0, 0.005, 0.0001])
-    hm = height_map(terrain)
     if hm is None:
         ground.add_geom(type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05], **common)
         return
