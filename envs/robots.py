@@ -149,6 +149,8 @@ class Legs:
     min_height: float  # root height above ground below which the episode ends (m)
     gait_period: float
     foot_geoms: tuple[str, ...] = ()
+    stand_height: float = 0.0  # the root height above ground a quadruped is rewarded to keep (m)
+    push: float = 0.5  # the largest horizontal velocity kick of a push (m/s)
 
 
 G1_LEGS = Legs(
@@ -172,6 +174,8 @@ GO1_LEGS = Legs(
     illegal=("trunk",),
     undesired=("FL_thigh", "FR_thigh", "RL_thigh", "RR_thigh", "FL_hip", "FR_hip", "RL_hip", "RR_hip"),
     min_height=0.12, gait_period=0.5,
+    stand_height=0.25,  # its servos hold the default pose at 0.23 m; standing up takes effort
+    push=0.3,  # a 12 kg robot: kicks of a humanoid's size would throw it
 )
 
 

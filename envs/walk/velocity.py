@@ -107,9 +107,11 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
         CommandTerm("feet", commands.FeetState, params={
             "sensors": feet_sensors, "bodies": tuple(Bodies(b) for b in legs.feet), "sole": legs.sole}),
     )
+    # the quadruped stands still stably from the start: tracking must weigh more to pull it into a gait
+    track = 1.0 if legs.biped else 2.0
     common = (
-        Rew("track_lin_vel", rew.track_lin_vel_xy, weight=1.0, params={"command": VEL, "std": 0.5}),
-        Rew("track_ang_vel", rew.track_ang_vel_z, weight=0.5, params={"command": VEL, "std": 0.5}),
+        Rew("track_lin_vel", rew.track_lin_vel_xy, weight=track, params={"command": VEL, "std": 0.5}),
+        Rew("track_ang_vel", rew.track_ang_vel_z, weight=0.5 * track, params={"command": VEL, "std": 0.5}),
         Rew("ang_vel_xy", rew.ang_vel_xy, weight=-0.05),
         Rew("action_rate", rew.action_rate, weight=-0.01),
         Rew("joint_limit", rew.joint_limits, weight=-5.0),
@@ -129,11 +131,11 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
         gait = (
             Rew("flat_orientation", rew.flat_orientation, weight=-2.5 if flat else -0.5),
             Rew("lin_vel_z", rew.lin_vel_z, weight=-2.0),
-            Rew("base_height", rew.base_height, weight=-10.0, params={"target": legs.robot.base_height}),
+            Rew("base_height", rew.base_height, weight=-10.0, params={"target": legs.stand_height}),
             Rew("joint_torques", rew.joint_torques, weight=-2e-4),
             Rew("joint_acc", rew.joint_acc, weight=-2.5e-7, params={"joints": ALL}),
             Rew("feet_air_time", rew.feet_air_time, weight=1.0,
-                params={"feet": "feet", "command": VEL, "threshold": 0.1}),
+                params={"feet": "feet", "command": VEL, "threshold": 0.2}),
             Rew("foot_slip", rew.foot_slip, weight=-0.1, params={"feet": "feet"}),
         )
     rewards = common[:2] + gait + common[2:]
@@ -156,7 +158,7 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
             "vel_noise": 0.0 if play else 0.1, "origins": "" if flat else "terrain",
             "xy_noise": 0.0 if flat else 0.25, "lift": 0.02}),),
         events=() if play else (EventTerm("push", events.push_by_velocity, interval_s=(1.0, 3.0),
-                                          params={"lin": (0.5, 0.5, 0.1), "ang": (0.3, 0.3, 0.3)}),),
+                                          params={"lin": (legs.push, legs.push, 0.1), "ang": (0.3, 0.3, 0.3)}),),
         randomization=None if play else Randomization(friction_bodies=legs.feet),
         sim_dt=0.005,
         decimation=4,
