@@ -9,8 +9,9 @@ For each task and lane count, in one process:
   ``current_kinematics`` its sensors are off: the env reads them from the sensing model), lanes and
   threads replays those states: state restored (untimed), then
   ``ctrl[:] = targets; step(nstep=decimation)`` timed, with the targets the env computed. It
-  simulates exactly what the env simulated (same contacts, resets, warm starts, changing
-  controls), so the ratio isolates the framework's overhead.
+  simulates what the env simulated (same contacts, resets, warm starts, changing controls, and the
+  per-lane model values of randomised tasks, as the lanes had them at the end of the env pass),
+  so the ratio isolates the framework's overhead.
 - env and raw passes alternate ``--repeats`` times; medians are reported.
 - **runtime**: the read (numpy) and the step graph (evaluate + observe every lane), the reset
   graph and the observe graph alone (compiled as configured, and eager), median per call; reset
@@ -102,7 +103,19 @@ def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bo
             total += time.perf_counter() - t
         return total / steps, states
 
+    def same_lane_models() -> None:
+        """The env's per-lane model values (randomised physics, balls) in the raw batch too."""
+        expanded = False
+        for field in mjbatch.MODEL_FIELDS:
+            values = sim.batch.expanded(field)
+            if values is not None:
+                raw.expand(field)[:] = values
+                expanded = True
+        if expanded:
+            raw.set_const()
+
     def raw_pass(states: list[np.ndarray], stage: int) -> float:
+        same_lane_models()  # as the env's lanes ended the pass (lanes reset during it drew anew)
         total = 0.0
         for state, tgt in zip(states, targets):
             raw.state[:] = state
