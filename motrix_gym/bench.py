@@ -19,6 +19,8 @@ For each task and lane count, in one process:
 - **RSS per lane**: resident memory after warm-up minus that before the env was made (torch and
   MuJoCo already imported), divided by lanes.
 - **first step**: seconds from ``make_vec`` to the end of the first step (compilation included).
+- ``--startup``: interpreter start to the first compiled step in fresh processes: cold (empty
+  Inductor cache), warm at the same lane count, warm at new lane counts (1024, 4096).
 """
 
 from __future__ import annotations
@@ -185,9 +187,11 @@ print(time.perf_counter() - t)
 """
 
 
-def startup_times(env_id: str, num_envs: int) -> dict[str, float]:
-    """Seconds from interpreter start to the first compiled step: with an empty Inductor cache
-    (cold), then again in a second process reusing that cache (warm)."""
+def startup_times(env_id: str, num_envs: int, new_lanes: tuple[int, ...] = (1024, 4096)) -> dict[str, Any]:
+    """Seconds from interpreter start to the end of the first compiled step, each in a fresh
+    process sharing one Inductor cache: with the cache empty (cold), again at the same lane
+    count (warm), then at each of ``new_lanes`` (warm, new lane count: the graphs' lane
+    dimension is symbolic, so the code compiled first serves them)."""
     import os
     import subprocess
     import sys
@@ -195,10 +199,15 @@ def startup_times(env_id: str, num_envs: int) -> dict[str, float]:
 
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
-        run = lambda: float(subprocess.run([sys.executable, "-c", STARTUP, env_id, str(num_envs)], env=env,
-                                           check=True, capture_output=True, text=True).stdout.split()[-1])
-        cold, warm = run(), run()
-    return {"cold_s": cold, "warm_s": warm, "cold_over_warm": cold / warm}
+
+        def run(n: int) -> float:
+            out = subprocess.run([sys.executable, "-c", STARTUP, env_id, str(n)], env=env, check=True,
+                                 capture_output=True, text=True).stdout
+            return float(out.split()[-1])
+
+        cold, warm = run(num_envs), run(num_envs)
+        new = {str(n): run(n) for n in new_lanes if n != num_envs}
+    return {"cold_s": cold, "warm_s": warm, "warm_new_lanes_s": new, "cold_over_warm": cold / warm}
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
@@ -234,8 +243,9 @@ def main(args: argparse.Namespace) -> None:
         for r in rows:
             r["startup"] = startup_times(r["env_id"], r["num_envs"])
             st = r["startup"]
+            others = ", ".join(f"{s:.1f} s at {n} lanes" for n, s in st["warm_new_lanes_s"].items())
             print(f"{r['env_id']} x{r['num_envs']}: start to first compiled step {st['cold_s']:.1f} s cold, "
-                  f"{st['warm_s']:.1f} s with the Inductor cache warm ({st['cold_over_warm']:.1f}x)")
+                  f"{st['warm_s']:.1f} s warm; then, new lane counts: {others}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

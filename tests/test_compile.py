@@ -240,3 +240,32 @@ def test_skipped_guard_checks_change_nothing_in_tracking():
         env.step(a)  # the graphs' first two calls
     same_without_dynamo(env)
     env.close()
+
+
+def test_one_compiled_version_serves_every_lane_count():
+    """The graphs compile with a symbolic lane dimension: an env of another lane count in the same
+    process compiles from Inductor's cached code (no new code generated), and its lanes compute
+    bit for bit what the same lanes of the first env computed."""
+    from torch._dynamo.utils import counters
+
+    from motrix_gym.vector_env import MotrixVectorEnv
+
+    actions = random_actions(40, 128, 29, std=2.0, seed=3)
+
+    def run(n: int) -> list[np.ndarray]:
+        env = MotrixVectorEnv("G1WalkFlat", n, compile=True, progress=False)
+        out = [env.reset(seed=2)[0][:4]]
+        for a in actions:
+            obs, rew, term, trunc, _ = env.step(a[:n])
+            out += [obs[:4], rew[:4], term[:4]]
+        env.close()
+        return out
+
+    small = run(64)
+    misses = counters["inductor"]["fxgraph_cache_miss"]
+    big = run(128)
+    assert counters["inductor"]["fxgraph_cache_miss"] == misses  # nothing new was compiled
+    assert counters["inductor"]["fxgraph_cache_hit"] >= 3
+    for a, b in zip(small, big, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert any(t.any() for t in small[3::3])  # episodes ended in between

@@ -59,8 +59,9 @@ def height_above_ball(env: Context, ball: RootIndex, target: float) -> Tensor:
 
 def upright(env: Context) -> Tensor:
     """The cosine of the base's tilt (1 upright)."""
-    g = torch.tensor([0.0, 0.0, -1.0], device=env.device).expand(env.num_lanes, 3)
-    return -quat_apply_inverse(env.root_quat(), g)[:, 2]
+    q = env.root_quat()
+    g = torch.tensor([0.0, 0.0, -1.0], device=env.device).expand(q.shape[0], 3)
+    return -quat_apply_inverse(q, g)[:, 2]
 
 
 # -------------------------------------------------------------------- terminations
@@ -93,10 +94,10 @@ def reset_on_ball(env: Context, mask: Tensor, ball: RootIndex, stance_height: fl
     reach = (r + foot_radius).square() - foot_reach**2
     base_z = centre[:, 2] + reach.clamp_min(0.0).sqrt() + stance_height - sink
     base = torch.stack((centre[:, 0] + base_xy_noise * u[:, 2], centre[:, 1] + base_xy_noise * u[:, 3], base_z), -1)
-    z_axis = torch.tensor([0.0, 0.0, 1.0], device=env.device).expand(env.num_lanes, 3)
+    z_axis = torch.tensor([0.0, 0.0, 1.0], device=env.device).expand(u.shape[0], 3)
     a = env.root_qpos
     quat = quat_mul(quat_from_axis_angle(z_axis, yaw_range * u[:, 4]), env.default_qpos[a + 3:a + 7].expand(
-        env.num_lanes, 4))
+        u.shape[0], 4))
     qpos = env.default_qpos + joint_noise * u[:, 8:8 + nq] * env.joint_noise_mask
     qpos = torch.maximum(torch.minimum(qpos, env.qpos_limits[:, 1]), env.qpos_limits[:, 0])
     qpos = torch.cat((qpos[:, :a], base, quat, qpos[:, a + 7:]), dim=-1)

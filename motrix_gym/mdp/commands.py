@@ -100,7 +100,8 @@ class FeetState:
         self.fresh = torch.ones(L, dtype=torch.bool, device=dev)  # no position since the reset yet
 
     def sole_pos(self, env: Context) -> Tensor:
-        return env.xpos[:, self.bodies] + quat_apply(env.xquat[:, self.bodies], self.sole.expand(env.num_lanes, -1, -1))
+        q = env.xquat[:, self.bodies]
+        return env.xpos[:, self.bodies] + quat_apply(q, self.sole.expand(q.shape[0], -1, -1))
 
     def reset(self, env: Context, mask: torch.Tensor) -> None:
         m = mask.unsqueeze(-1)

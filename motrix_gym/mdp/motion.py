@@ -290,7 +290,7 @@ def anchor_tilt_error(env: Context, command: str, threshold: float) -> Tensor:
     """The anchor's gravity direction (z component) differs from the reference's by more than
     ``threshold``."""
     c = _cmd(env, command)
-    g = torch.tensor([0.0, 0.0, -1.0], device=env.device).expand(env.num_lanes, 3)
+    g = torch.tensor([0.0, 0.0, -1.0], device=env.device).expand(c.anchor_quat_w.shape[0], 3)
     ref = quat_apply_inverse(c.anchor_quat_w, g)[:, 2]
     robot = quat_apply_inverse(env.xquat[:, c.anchor_body], g)[:, 2]
     return (ref - robot).abs() > threshold

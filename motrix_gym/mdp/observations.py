@@ -22,8 +22,9 @@ def base_ang_vel(env: Context) -> Tensor:
 
 def projected_gravity(env: Context) -> Tensor:
     """Unit gravity direction in the root frame."""
-    g = torch.tensor([0.0, 0.0, -1.0], device=env.device).expand(env.num_lanes, 3)
-    return quat_apply_inverse(env.root_quat(), g)
+    q = env.root_quat()
+    g = torch.tensor([0.0, 0.0, -1.0], device=env.device).expand(q.shape[0], 3)
+    return quat_apply_inverse(q, g)
 
 
 def joint_pos_rel(env: Context, joints: JointIndex) -> Tensor:

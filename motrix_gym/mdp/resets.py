@@ -24,7 +24,7 @@ def reset_default_pose(env: Context, mask: torch.Tensor, joint_noise: float = 0.
     if origins:
         xy = xy + env.commands[origins].origin[:, :2]
     z = env.default_qpos[a + 2] + lift + env.terrain.height(xy[:, 0], xy[:, 1])
-    z_axis = torch.tensor([0.0, 0.0, 1.0], device=env.device).expand(env.num_lanes, 3)
+    z_axis = torch.tensor([0.0, 0.0, 1.0], device=env.device).expand(u.shape[0], 3)
     yaw = quat_from_axis_angle(z_axis, yaw_range * u[:, 0])
     root = torch.cat((xy, z.unsqueeze(-1), quat_mul(yaw, qpos[:, a + 3:a + 7])), dim=-1)
     qpos = torch.cat((qpos[:, :a], root, qpos[:, a + 7:]), dim=-1)

@@ -100,4 +100,4 @@ def undesired_contacts(env: Context, sensors: tuple[SensorSlice, ...]) -> Tensor
 
 
 def alive(env: Context) -> Tensor:
-    return torch.ones(env.num_lanes, device=env.device)
+    return torch.ones_like(env.episode_step, dtype=torch.float32)

@@ -88,13 +88,34 @@ def run_recording(fn: Callable, args: tuple) -> tuple[Any, list[tuple[Any, list,
         CompiledFxGraph.__call__ = run  # type: ignore[method-assign]
 
 
+# Names through which Dynamo's code replays side effects in Python (container and object
+# mutations, hooks); attribute and item stores are caught by their opcodes.
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "add", "discard",
+                       "setdefault", "__setitem__", "__delitem__", "__setattr__", "__delattr__", "setattr",
+                       "delattr", "register_hook", "_register_hook", "set_"})
+
+
+# What Dynamo's own helpers may do in a graph's code without side effects: mark its start and
+# end, and read symbolic sizes, strides and storage offsets of the inputs.
+_READS = frozenset({"record_pregraph_bytecode_enter", "record_pregraph_bytecode_exit", "call_size", "call_stride",
+                    "call_storage_offset"})
+
+
 def effect_free(fn: Callable) -> bool:
     """Whether Dynamo's code ``fn`` does nothing but call the compiled graph: it stores only into
-    its own locals and makes three calls (two of Dynamo's markers and the graph). Side effects
-    Dynamo replays in Python (an attribute set, a list appended to) need a store or a call more."""
-    ops = [i.opname for i in dis.get_instructions(fn)]
-    stores = [op for op in ops if op.startswith(("STORE_", "DELETE_")) and not op.endswith("_FAST")]
-    return not stores and sum(op.startswith("CALL") for op in ops) == 3
+    its own locals, uses no helper of Dynamo's but those in ``_READS`` and calls nothing that
+    mutates. Side effects Dynamo replays in Python (an attribute set, a list appended to) need a
+    store, a helper such as ``object_setattr_ignore_descriptor`` or a mutating call."""
+    ins = list(dis.get_instructions(fn))
+    stores = [i for i in ins if i.opname.startswith(("STORE_", "DELETE_")) and not i.opname.endswith("_FAST")]
+    names = {i.argval for i in ins if i.opname in ("LOAD_ATTR", "LOAD_GLOBAL", "LOAD_METHOD", "LOAD_NAME")}
+    helpers = {i.argval for prev, i in zip(ins, ins[1:]) if prev.opname == "LOAD_GLOBAL"
+               and str(prev.argval).startswith("__import_torch") and i.opname in ("LOAD_ATTR", "LOAD_METHOD")}
+    return not stores and not names & _MUTATORS and helpers <= _READS
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b or (isinstance(a, int) and not isinstance(a, bool) and type(a) is type(b) and a == b)
 
 
 class Launch:
@@ -115,11 +136,12 @@ class Launch:
         return Launch(calls, args) if len(calls) == 1 and not calls[0][2] else None
 
     def same(self, other: Launch | None) -> bool:
-        """Whether ``other`` launches the same kernel with the same tensors (by identity)."""
+        """Whether ``other`` launches the same kernel with the same tensors (by identity) and the
+        same sizes (by value: a symbolic lane dimension's size is an input)."""
         fixed = {i for i, _ in self.slots}
         return (other is not None and other.kernel is self.kernel and other.slots == self.slots
                 and len(other.inputs) == len(self.inputs)
-                and all(a is b for i, (a, b) in enumerate(zip(self.inputs, other.inputs)) if i not in fixed))
+                and all(_same(a, b) for i, (a, b) in enumerate(zip(self.inputs, other.inputs)) if i not in fixed))
 
     def __call__(self, *args: Any) -> None:
         inputs = self.inputs.copy()
@@ -131,7 +153,9 @@ class Launch:
 class Graph:
     """``fn`` run eagerly (``compile=False``) or compiled with ``fullgraph=True``; once compiled,
     called without Dynamo unless ``check(True)`` or its first call had other arguments than
-    tensors. The tensors must keep their shapes, dtypes and strides from call to call.
+    tensors. The tensors must keep their shapes, dtypes and strides from call to call. With
+    ``lanes``, tensor arguments whose leading dimension is ``lanes`` get a symbolic leading
+    dimension (``torch._dynamo.mark_dynamic``), as the runtime gives its per-lane buffers.
 
         g = Graph(runtime._evaluate, compile=True)
         g()  # compiles, through Dynamo
@@ -139,11 +163,12 @@ class Graph:
         g()  # the kernel alone (``g.launch``), when the first two calls allow it
     """
 
-    __slots__ = ("eager", "compiled", "direct", "launch", "checking", "_own", "_ready", "_bypass", "_call",
+    __slots__ = ("eager", "compiled", "direct", "launch", "checking", "lanes", "_own", "_ready", "_bypass", "_call",
                  "_seen")
 
-    def __init__(self, fn: Callable, compile: bool) -> None:
+    def __init__(self, fn: Callable, compile: bool, lanes: int | None = None) -> None:
         self.eager = fn
+        self.lanes = lanes
         self._call: Callable = fn
         self.compiled: Callable | None = None
         self.direct: Callable | None = None
@@ -159,6 +184,9 @@ class Graph:
         return self._call(*args)
 
     def _first(self, *args: Any) -> Any:
+        for a in args:  # arguments with a leading dimension of ``lanes`` are per-lane buffers
+            if self.lanes is not None and isinstance(a, torch.Tensor) and a.dim() and a.shape[0] == self.lanes:
+                torch._dynamo.mark_dynamic(a, 0)
         out, calls = run_recording(self.compiled, args)
         # Dynamo bakes other arguments (numbers, flags) into the graph and guards on them.
         self._ready, self._bypass = True, all(isinstance(a, torch.Tensor) for a in args)

@@ -166,12 +166,31 @@ class TorchManagerRuntime:
         self._step_graphs: dict[tuple[str, ...], Graph] = {}
         self._all = torch.ones(L, dtype=torch.bool)
         self._rng_before_obs = ctx.rng.state.clone()
+        if compile:  # graphs compile with a symbolic lane dimension (see lane_tensors)
+            for t in self.lane_tensors():
+                torch._dynamo.mark_dynamic(t, 0)
 
     def _graph(self, fn: Callable) -> Graph:
-        g = Graph(fn, self.compiled)
+        g = Graph(fn, self.compiled, lanes=self.ctx.num_lanes)
         g.check(self._check_guards)
         self._graphs.append(g)
         return g
+
+    def lane_tensors(self) -> list[Tensor]:
+        """The per-lane state the graphs read and write: every tensor attribute of the context,
+        its RNG, this runtime and the commands whose leading dimension is the padded lane count.
+
+        Compiled graphs see that dimension as symbolic, so one compiled version (and Inductor's
+        cached code on disk) serves every lane count. A constant whose leading dimension happens
+        to equal the lane count is taken for per-lane too: that only costs a fresh compile at
+        another lane count, never a different result."""
+        L, seen, out = self.ctx.num_lanes, set(), []
+        for owner in (self.ctx, self.ctx.rng, self, *self.ctx.commands.values()):
+            for value in vars(owner).values():
+                if isinstance(value, Tensor) and value.dim() and value.shape[0] == L and id(value) not in seen:
+                    seen.add(id(value))
+                    out.append(value)
+        return out
 
     @property
     def check_guards(self) -> bool:
@@ -202,7 +221,8 @@ class TorchManagerRuntime:
                  for g in groups]
         bar = tqdm(jobs, desc="torch.compile", unit="graph", disable=not progress, leave=False)
         for name, fn, args in bar:
-            bar.set_postfix_str(f"{name} (first time ~20 s each, cached on disk afterwards)")
+            bar.set_postfix_str(f"{name}: tens of seconds the first time, then Inductor's disk cache serves "
+                                "every lane count")
             fn(*args)
 
     # ----------------------------------------------------------------------------- validation
