@@ -36,6 +36,7 @@ from torch import Tensor
 
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.resolver import resolve
+from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.runtime import TorchManagerRuntime
 from motrix_gym.runtime.runtime import torch_threads as torch_threads_ctx
 from motrix_gym.sim.mujoco_batch import MujocoBatchSim
@@ -80,14 +81,14 @@ class MotrixVectorEnv(VectorEnv):
                  device: str | torch.device = "cpu", nthread: int | None = None, torch_threads: int = 1,
                  lane_offset: int = 0, render_mode: str | None = None, render_lane: int | Sequence[int] = 0,
                  width: int = 640, height: int = 480, progress: bool = True, current_kinematics: bool = True,
-                 **task_options: Any) -> None:
+                 distributed: bool = False, **task_options: Any) -> None:
         self._closed = True  # until fully built, so close()/__del__ on a failed init are safe
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
         if output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
-        if not all(isinstance(x, bool) for x in (copy, compile, progress, current_kinematics)):
-            raise ValueError("copy, compile, progress and current_kinematics must be bools")
+        if not all(isinstance(x, bool) for x in (copy, compile, progress, current_kinematics, distributed)):
+            raise ValueError("copy, compile, progress, current_kinematics and distributed must be bools")
         try:
             mode = AutoresetMode(autoreset_mode)
         except ValueError:
@@ -105,6 +106,10 @@ class MotrixVectorEnv(VectorEnv):
             raise ValueError(f"torch_threads must be an int >= 1, got {torch_threads!r}")
         if not isinstance(lane_offset, int) or lane_offset < 0:
             raise ValueError(f"lane_offset must be an int >= 0, got {lane_offset!r}")
+        if distributed and mode != AutoresetMode.SAME_STEP:
+            raise ValueError(f"distributed=True runs with autoreset_mode SAME_STEP, got {mode}")
+        self.ranks = Ranks.join(num_envs, lane_offset) if distributed else Ranks()
+        lane_offset = self.ranks.rank * num_envs if distributed else lane_offset
         self.device = torch.device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"device {device!r} requested but CUDA is not available")
@@ -128,7 +133,8 @@ class MotrixVectorEnv(VectorEnv):
         sensing = build_sensing_model(cfg.scene, cfg.sim_dt, program.sensors) if current_kinematics else None
         self.sim = MujocoBatchSim(model, num_envs, nthread, reads=program.reads, sensing=sensing,
                                   stage=program.read_stage)
-        self.runtime = rt = TorchManagerRuntime(program, self.sim, compile=compile, lane_offset=lane_offset)
+        self.runtime = rt = TorchManagerRuntime(program, self.sim, compile=compile, lane_offset=lane_offset,
+                                                ranks=self.ranks)
         self.torch_threads = torch_threads
         if compile:
             with torch_threads_ctx(torch_threads):
@@ -158,6 +164,7 @@ class MotrixVectorEnv(VectorEnv):
         self._has_reset = False
         self._diverged = 0  # lanes whose physics diverged, since make
         self._ended: tuple[np.ndarray, np.ndarray] | None = None  # per-term means and counts, last ends
+        self._totals: np.ndarray | None = None  # the commands' log totals, summed over the ranks
         self._renderer = None
         self._closed = False
 
@@ -239,8 +246,7 @@ class MotrixVectorEnv(VectorEnv):
         if ids is not None:
             rt.ctx.rng.state.copy_(torch.where(full, rng_state, rt.ctx.rng.state))
         info: dict[str, Any] = {}
-        if rt.any_diverged:
-            self._diverged += int(rt.ctx.diverged[:n].sum())
+        diverged = int(rt.ctx.diverged[:n].sum()) if rt.any_diverged else 0
         # Fresh arrays, never written again by the env.
         reward, terminated, truncated = (rt.host[k][:n].copy() for k in ("reward", "terminated", "truncated"))
         done, any_done = rt.done, rt.any_ended
@@ -248,6 +254,8 @@ class MotrixVectorEnv(VectorEnv):
             done = done.clone()
             done[:n] &= ~restart
             any_done = bool(done.any())
+        # distributed: every rank learns what ended on any rank, and resets when any rank does
+        reset_now = self._aggregate(done, any_done, diverged)
         again = None  # lanes reset now, observed again
         if any_done:
             self._episode_info(done, info)
@@ -255,10 +263,11 @@ class MotrixVectorEnv(VectorEnv):
                 for g, b in self._obs_np[self._cur].items():
                     np.copyto(self._final_np[g], b)
                 info["final_obs"], info["_final_obs"] = self._final_obs_info(done[:n])
-                rt.reset(done)
-                again = done
             else:
                 self._pending |= done[:n]
+        if reset_now and mode == AutoresetMode.SAME_STEP:
+            rt.reset(done)
+            again = done
         if ids is not None:
             rt.reset(full)
             self._pending &= ~restart
@@ -358,7 +367,33 @@ class MotrixVectorEnv(VectorEnv):
             final["episode"] = {"r": out(ret), "l": out(length)}
             final["_episode"] = out(d.copy())
             info["final_info"], info["_final_info"] = final, out(d.copy())
-        self._ended = sums.sum(0) / d.sum() / self.task.episode_length_s, flags.sum(0)
+
+    def _aggregate(self, done: Tensor, any_done: bool, diverged: int) -> bool:
+        """Update the figures of ``log`` from the lanes that ended this step, summed over the
+        ranks (one all_reduce per step when distributed; locally only on steps where lanes
+        ended otherwise); returns whether any lane of any rank ended."""
+        rt, n = self.runtime, self.num_envs
+        if not self.ranks.distributed:
+            self._diverged += diverged
+            if any_done:
+                d = done.numpy()[:n]
+                self._ended = (rt.host["episode_sums"][:n][d].sum(0) / d.sum() / self.task.episode_length_s,
+                               rt.host["termination_terms"][:n][d].sum(0).astype(np.float64))
+            return any_done
+        d = done.numpy()[:n]
+        totals = [(t, c) for cmd in rt.ctx.commands.values() if hasattr(cmd, "log_totals")
+                  for t, c in cmd.log_totals().values()]
+        v = torch.from_numpy(np.concatenate((
+            [float(d.sum()), float(diverged)], rt.host["episode_sums"][:n][d].sum(0),
+            rt.host["termination_terms"][:n][d].sum(0), np.asarray(totals, np.float64).reshape(-1)))
+        ).to(torch.float64)
+        v = self.ranks.sum_(v).numpy()
+        ended, nr, nt = v[0], len(rt.reward_names), len(rt.termination_names)
+        self._diverged += int(v[1])
+        if ended > 0:
+            self._ended = v[2:2 + nr] / ended / self.task.episode_length_s, v[2 + nr:2 + nr + nt]
+        self._totals = v[2 + nr + nt:].reshape(-1, 2)
+        return bool(ended > 0)
 
     @property
     def log(self) -> dict[str, float]:
@@ -372,9 +407,14 @@ class MotrixVectorEnv(VectorEnv):
             means, fired = self._ended
             log.update({f"Episode_Reward/{k}": float(v) for k, v in zip(rt.reward_names, means)})
             log.update({f"Episode_Termination/{k}": float(v) for k, v in zip(rt.termination_names, fired)})
+        totals = iter(self._totals) if self.ranks.distributed and self._totals is not None else None
         for c in rt.ctx.commands.values():
             if hasattr(c, "log"):
                 log.update(c.log())
+            for name, (t, count) in (c.log_totals() if hasattr(c, "log_totals") else {}).items():
+                if totals is not None:  # summed over the ranks at the last step
+                    t, count = next(totals)
+                log[name] = float(t) / max(float(count), 1.0)
         return log
 
     def _final_obs_info(self, done: Tensor) -> tuple[Any, Any]:

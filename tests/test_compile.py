@@ -269,3 +269,23 @@ def test_one_compiled_version_serves_every_lane_count():
     for a, b in zip(small, big, strict=True):
         np.testing.assert_array_equal(a, b)
     assert any(t.any() for t in small[3::3])  # episodes ended in between
+
+
+def test_a_term_that_fixes_the_lane_count_gets_a_clear_error():
+    """A term that makes the lane count a Python number would tie the compiled graph to one lane
+    count: compiling refuses it and says what to write instead (eager runs it as before)."""
+    import dataclasses
+
+    from motrix_gym.envs import task_config
+    from motrix_gym.manager.terms import ObservationTerm
+    from motrix_gym.vector_env import MotrixVectorEnv
+
+    def fixed(env):
+        return torch.zeros(env.num_lanes, 2)
+
+    cfg = task_config("G1WalkFlat")
+    cfg = dataclasses.replace(cfg, observations={
+        **cfg.observations, "policy": (*cfg.observations["policy"], ObservationTerm("fixed", fixed))})
+    with pytest.raises(RuntimeError, match="turned the lane count into a Python number"):
+        MotrixVectorEnv(cfg, 64, compile=True, progress=False)
+    MotrixVectorEnv(cfg, 64, compile=False).close()

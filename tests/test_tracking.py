@@ -130,7 +130,8 @@ def fail_at(ctx, cmd, frames: list[int]) -> None:
     mask[: len(frames)] = True
     cmd.frame[: len(frames)] = torch.tensor(frames)
     ctx.terminated.copy_(mask)
-    cmd._update_probs(ctx, mask)
+    cmd.stats.copy_(cmd.shared_stats(ctx, mask))  # what the runtime does, one process
+    cmd._update_probs()
     ctx.terminated.fill_(False)
 
 

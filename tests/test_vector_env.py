@@ -195,7 +195,7 @@ def test_observation_term_scale_noise_clip_order(compile):
     from motrix_gym.vector_env import MotrixVectorEnv
 
     def five(env):
-        return torch.full((env.num_lanes, 3), 5.0)
+        return torch.full_like(env.qpos[:, :3], 5.0)
 
     cfg = task_config("G1WalkFlat")
     policy = cfg.observations["policy"]

@@ -88,6 +88,8 @@ class MotionCommand:
         self.smooth = torch.where(near, smoothing ** (j - i).float(), 0.0).to(dev)
         self.failures = torch.zeros(nb, device=dev)
         self.probs = torch.full((nb,), 1.0 / nb, device=dev)
+        # failures per bin at the lanes that reset, summed over every process (see shared_stats)
+        self.stats = torch.zeros(nb, device=dev) if sampling == "adaptive" else None
         # Everything the reference at a frame holds, packed in one row per frame: refreshing a
         # lane is one contiguous gather, not eight scattered ones over every body of the corpus.
         parts = (corpus.joint_pos, corpus.joint_vel, corpus.body_pos_w[:, self.bodies],
@@ -123,10 +125,15 @@ class MotionCommand:
             delta_quat, self.body_pos_w - self.anchor_pos_w.unsqueeze(1)))
 
     # ---------------------------------------------------------------- sampling
-    def _update_probs(self, env: Context, mask: Tensor) -> None:
+    def shared_stats(self, env: Context, mask: Tensor) -> Tensor:
+        """This process's part of the statistic every lane's sampling shares: failures (ends that
+        are not time-outs) per bin among the lanes in ``mask``. The runtime sums it over the ranks
+        into ``stats`` before the reset that uses it."""
         failed = (mask & env.terminated & ~env.diverged).float()
-        counts = torch.zeros_like(self.failures).scatter_add_(0, self.bin_of_frame[self.frame], failed)
-        self.failures.mul_(1.0 - self.alpha).add_(self.alpha * counts)
+        return torch.zeros_like(self.failures).scatter_add_(0, self.bin_of_frame[self.frame], failed)
+
+    def _update_probs(self) -> None:
+        self.failures.mul_(1.0 - self.alpha).add_(self.alpha * self.stats)
         total = self.failures.sum()
         fail_p = self.smooth @ (self.failures / total.clamp_min(1e-12))
         fail_p = fail_p / fail_p.sum().clamp_min(1e-12)
@@ -151,7 +158,7 @@ class MotionCommand:
     # ---------------------------------------------------------------- hooks
     def reset(self, env: Context, mask: Tensor) -> None:
         if self.sampling == "adaptive":
-            self._update_probs(env, mask)
+            self._update_probs()
         self.frame.copy_(self.sample(env, mask))
         self.clip.copy_(self.c.clip_of_frame[self.frame])
         self.refresh(env)

@@ -66,8 +66,9 @@ class TerrainCurriculum:
         """Every lane draws its first level again at its next reset."""
         self.started.fill_(False)
 
-    def log(self) -> dict[str, float]:
-        return {"Curriculum/terrain_level": float(self.level[:self.num_envs].float().mean())}
+    def log_totals(self) -> dict[str, tuple[float, float]]:
+        """Sums and counts whose ratio ``env.log`` reports (summed over ranks when distributed)."""
+        return {"Curriculum/terrain_level": (float(self.level[:self.num_envs].sum()), float(self.num_envs))}
 
 
 def scan_points(size: tuple[float, float], resolution: float) -> Tensor:

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
 from torch._inductor.output_code import CompiledFxGraph
+from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
 # A C++ wrapper calls the graph's kernels without Python in between (the Python wrapper's work
 # per kernel is most of a small graph's cost).
@@ -187,7 +188,16 @@ class Graph:
         for a in args:  # arguments with a leading dimension of ``lanes`` are per-lane buffers
             if self.lanes is not None and isinstance(a, torch.Tensor) and a.dim() and a.shape[0] == self.lanes:
                 torch._dynamo.mark_dynamic(a, 0)
-        out, calls = run_recording(self.compiled, args)
+        try:
+            out, calls = run_recording(self.compiled, args)
+        except ConstraintViolationError as e:
+            name = _code(self.eager).co_name
+            raise RuntimeError(
+                f"compiling the runtime's {name!r} graph: a term turned the lane count into a Python number (for "
+                "example torch.zeros(env.num_lanes, 3) or x.expand(env.num_lanes, 3)); build per-lane tensors "
+                "from an input's shape instead (torch.zeros_like(env.episode_step), x.expand(q.shape[0], 3)), so "
+                "that one compiled graph serves every lane count. Dynamo: "
+                + str(e).split("!")[0][:300] + "...") from None
         # Dynamo bakes other arguments (numbers, flags) into the graph and guards on them.
         self._ready, self._bypass = True, all(isinstance(a, torch.Tensor) for a in args)
         self._seen = Launch.of(calls, args) if self._bypass else None

@@ -28,6 +28,7 @@ from torch import Tensor
 from motrix_gym.manager.resolver import ResolvedProgram, ResolvedTerm, TaskConfigError
 from motrix_gym.math.heightfield import HeightField
 from motrix_gym.runtime.context import Context
+from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.graph import Graph
 from motrix_gym.sim.mujoco_batch import MujocoBatchSim
 
@@ -67,8 +68,9 @@ class TorchManagerRuntime:
     """Runs ``program`` on ``sim``. ``lane_offset`` numbers lanes globally for the RNG."""
 
     def __init__(self, program: ResolvedProgram, sim: MujocoBatchSim, compile: bool = True,
-                 lane_offset: int = 0) -> None:
+                 lane_offset: int = 0, ranks: Ranks | None = None) -> None:
         self.program = program
+        self.ranks = ranks or Ranks()
         self.sim = sim
         self.compiled = compile
         self._graphs: list[Graph] = []
@@ -162,6 +164,9 @@ class TorchManagerRuntime:
 
         self.evaluate = self._graph(self._evaluate)  # alone only in tests
         self._reset_graph = self._graph(self._reset)
+        # commands whose sampling depends on a statistic of every lane (see reset)
+        self._shared = [c for c in ctx.commands.values() if getattr(c, "stats", None) is not None]
+        self._stats_graph = self._graph(self._shared_stats) if self._shared else None
         self.observe_graphs = {g: self._graph(self._observer(g)) for g in program.observations}
         self._step_graphs: dict[tuple[str, ...], Graph] = {}
         self._all = torch.ones(L, dtype=torch.bool)
@@ -219,6 +224,8 @@ class TorchManagerRuntime:
                 ("reset", self._reset_graph, (mask,))]
         jobs += [(f"observe[{g}]", self.observe_graphs[g], (torch.zeros(L, sum(self.obs_dims[g])), mask))
                  for g in groups]
+        if self._stats_graph is not None:
+            jobs.append(("shared statistics", self._stats_graph, (mask,)))
         bar = tqdm(jobs, desc="torch.compile", unit="graph", disable=not progress, leave=False)
         for name, fn, args in bar:
             bar.set_postfix_str(f"{name}: tens of seconds the first time, then Inductor's disk cache serves "
@@ -480,9 +487,19 @@ class TorchManagerRuntime:
         self.sim.reset(ids, self.host["qpos"][ids], self.host["qvel"][ids], full=full)
         self.read_lanes(ids)
 
+    def _shared_stats(self, mask: Tensor) -> None:
+        for c in self._shared:
+            c.stats.copy_(c.shared_stats(self.ctx, mask))
+
     def reset(self, mask: Tensor) -> None:
-        """Reset the lanes in ``mask`` (bool, (num_lanes,)): runtime state, then the sim."""
+        """Reset the lanes in ``mask`` (bool, (num_lanes,)): runtime state, then the sim. The
+        statistics shared by every lane are gathered first and summed over the ranks; in a
+        distributed run every rank resets whenever any rank does (its mask may be empty)."""
         mask = torch.from_numpy(mask.numpy() & self.host["real"])
+        if self._stats_graph is not None:
+            self._stats_graph(mask)
+            for c in self._shared:
+                self.ranks.sum_(c.stats)
         self._reset_graph(mask)
         self._write_lanes(mask, full=True)
 
