@@ -1,0 +1,60 @@
+"""A rank of a distributed run, or one whole process (for tests/test_distributed.py).
+
+    python -m torch.distributed.run --standalone --nproc_per_node=2 tests/distributed_worker.py TASK LANES OUT
+    python tests/distributed_worker.py TASK LANES OUT          # one process, no torch.distributed
+
+Steps the task with fixed random actions, indexed by global lane, and saves every step's
+observations, rewards and flags of this process's lanes, and its env.log at the end, to
+OUT/rank<r>.npz (OUT/single.npz without torch.distributed). An error is saved as its message.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+TOTAL_LANES, STEPS = 8, 70
+
+
+def main() -> None:
+    task, lanes, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    distributed = "RANK" in os.environ
+    name = "single"
+    import torch
+
+    if distributed:
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+        name = f"rank{dist.get_rank()}"
+    import motrix_gym  # noqa: F401
+    from motrix_gym.vector_env import MotrixVectorEnv
+
+    try:
+        env = MotrixVectorEnv(task, lanes, compile=False, distributed=distributed, progress=False)
+    except (ValueError, RuntimeError) as e:
+        with open(os.path.join(out, f"{name}.error"), "w") as f:
+            f.write(str(e))
+        return
+    first = env.runtime.lane_offset
+    na = env.single_action_space.shape[0]
+    actions = (np.random.default_rng(0).standard_normal((STEPS, TOTAL_LANES, na)) * 2.0).astype(np.float32)
+    obs, _ = env.reset(seed=7)
+    rec = {"obs": [obs], "rew": [], "term": [], "trunc": []}
+    for a in actions:
+        obs, rew, term, trunc, _ = env.step(a[first:first + lanes])
+        rec["obs"].append(obs)
+        rec["rew"].append(rew)
+        rec["term"].append(term)
+        rec["trunc"].append(trunc)
+    probs = env.runtime.ctx.commands["motion"].probs.numpy() if "motion" in env.runtime.ctx.commands else np.zeros(1)
+    np.savez(os.path.join(out, f"{name}.npz"), **{k: np.stack(v) for k, v in rec.items()}, probs=probs,
+             log=json.dumps(env.log))
+    env.close()
+    if distributed:
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Two ranks of 4 lanes over gloo run what one process of 8 lanes runs, bit for bit, across
+episode boundaries, with the statistics the lanes share (the adaptive sampler, the terrain
+curriculum, the log) summed over the ranks; broken setups fail on every rank."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+WORKER = str(Path(__file__).with_name("distributed_worker.py"))
+
+
+def ranks(task: str, lanes: list[int], out: Path) -> None:
+    """``len(lanes)`` ranks under torchrun; rank r asks for ``lanes[r]`` lanes."""
+    if len(set(lanes)) == 1:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={len(lanes)}",
+               WORKER, task, str(lanes[0]), str(out)]
+    else:  # a different lane count per rank: the worker reads it from its rank
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={len(lanes)}",
+               "--no-python", "sh", "-c", f'exec {sys.executable} {WORKER} {task} $(( {lanes[0]} + RANK * '
+               f'{lanes[1] - lanes[0]} )) {out}']
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("task", ["G1WbtDance", "G1WalkRough", "G1WalkFlat"])
+def test_two_ranks_equal_one_process(task, tmp_path):
+    ranks(task, [4, 4], tmp_path)
+    subprocess.run([sys.executable, WORKER, task, "8", str(tmp_path)], check=True, timeout=600)
+    one = np.load(tmp_path / "single.npz")
+    parts = [np.load(tmp_path / f"rank{r}.npz") for r in (0, 1)]
+    for key in ("obs", "rew", "term", "trunc"):
+        np.testing.assert_array_equal(np.concatenate([p[key] for p in parts], axis=1), one[key], err_msg=key)
+    ended = one["term"] | one["trunc"]
+    assert ended[:, :4].any() and ended[:, 4:].any()  # both halves crossed episode boundaries
+    if task == "G1WbtDance":  # the sampler learned from failures on both ranks, as one process would
+        assert not np.allclose(one["probs"], one["probs"][0])
+        for p in parts:
+            np.testing.assert_array_equal(p["probs"], one["probs"])
+    single, rank0 = json.loads(str(one["log"])), json.loads(str(parts[0]["log"]))
+    assert set(single) == set(rank0)
+    for k, v in single.items():  # rank 0 logs the whole run
+        assert rank0[k] == pytest.approx(v, rel=1e-5, abs=1e-6), k
+    if task == "G1WalkRough":
+        assert "Curriculum/terrain_level" in rank0
+
+
+def test_mismatched_lane_counts_fail_on_every_rank(tmp_path):
+    ranks("G1WalkFlat", [4, 6], tmp_path)
+    for r in (0, 1):
+        msg = (tmp_path / f"rank{r}.error").read_text()
+        assert "every rank needs the same num_envs" in msg and "[4, 6]" in msg
+
+
+def test_distributed_without_a_process_group_is_refused():
+    from motrix_gym.vector_env import MotrixVectorEnv
+
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        MotrixVectorEnv("G1WalkFlat", 4, compile=False, distributed=True)
+    with pytest.raises(ValueError, match="SAME_STEP"):
+        MotrixVectorEnv("G1WalkFlat", 4, compile=False, distributed=True, autoreset_mode="NextStep")
