@@ -61,3 +61,20 @@ def test_distributed_without_a_process_group_is_refused():
         MotrixVectorEnv("G1WalkFlat", 4, compile=False, distributed=True)
     with pytest.raises(ValueError, match="SAME_STEP"):
         MotrixVectorEnv("G1WalkFlat", 4, compile=False, distributed=True, autoreset_mode="NextStep")
+
+
+def test_distributed_training_example_runs_and_rank0_sees_every_episode(tmp_path):
+    """The README's command with a small budget: both ranks train, rank 0's figures count the
+    episodes of every rank."""
+    import re
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "train_rsl_rl.py"
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          str(example), "--env-id", "Motrix/G1WalkFlat-v0", "--num-envs", "8", "--iterations", "3",
+                          "--distributed", "--no-compile", "--eval-lanes", "0", "--log-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    per_rank = [int(n) for n in re.findall(r"rank \d: (\d+) episodes", run.stdout)]
+    total = int(re.search(r"(\d+) episodes; last 100", run.stdout).group(1))
+    assert len(per_rank) == 2 and total == sum(per_rank) > 0
+    assert list(tmp_path.glob("G1WalkFlat/*/model_2.pt"))  # rank 0 saved the run

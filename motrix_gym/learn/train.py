@@ -32,12 +32,13 @@ from motrix_gym.learn.evaluate import evaluate
 
 @dataclass(frozen=True)
 class TrainResult:
-    run_dir: Path
-    checkpoint: Path
+    run_dir: Path | None  # None on the ranks other than 0
+    checkpoint: Path | None
     iterations: int
     env_steps: int
     seconds: float
     summary: dict[str, Any]
+    episodes: int  # episodes this rank's lanes ended (the summary counts every rank's)
 
 
 def default_config(env_id: str) -> PpoConfig:
@@ -57,11 +58,38 @@ def make_runner(env: Any, cfg: PpoConfig, device: str = "cpu") -> Any:
         return OnPolicyRunner(env, cfg.to_rsl_rl(), log_dir=None, device=device)
 
 
+def make_algorithm(env: Any, cfg: PpoConfig, rank: int, world: int, device: str = "cpu") -> Any:
+    """rsl_rl's PPO over ``env`` as one of ``world`` ranks, built as its runner builds it, with
+    rsl_rl's multi-process configuration: gradients averaged and the learning rate kept equal over
+    the ranks with torch.distributed's collectives, on any backend (the runner itself accepts
+    several processes only on CUDA devices)."""
+    import contextlib
+    import io
+    import os
+
+    from rsl_rl.algorithms import PPO
+
+    train_cfg = cfg.to_rsl_rl()
+    train_cfg["multi_gpu"] = {"global_rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", rank)),
+                              "world_size": world}
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints both models at construction
+        alg = PPO.construct_algorithm(env.get_observations(), env, train_cfg, device)
+    alg.broadcast_parameters()  # every rank starts from rank 0's weights
+    return alg
+
+
 def train(env_id: str, num_envs: int | None = None, minutes: float | None = None, iterations: int | None = None,
           seed: int = 0, log_dir: str | Path = "logs", resume: str | Path | None = None, compile: bool = True,
-          eval_lanes: int = 64, progress: bool = True, config: PpoConfig | None = None) -> TrainResult:
+          eval_lanes: int = 64, progress: bool = True, config: PpoConfig | None = None,
+          distributed: bool = False) -> TrainResult:
     """Train ``env_id`` for ``minutes`` of wall time or ``iterations`` PPO iterations (exactly one of
-    them), starting from ``resume`` (a checkpoint) or from scratch."""
+    them), starting from ``resume`` (a checkpoint) or from scratch.
+
+    ``distributed``: this process is one rank of torch.distributed's default process group (the
+    caller initialised it); every rank runs ``num_envs`` lanes of one environment
+    (``distributed=True``) and PPO averages its gradients over the ranks. Rank 0 decides when the
+    budget is spent, and alone writes the run directory, with every rank's episodes in its figures;
+    the other ranks return a result without one."""
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
@@ -73,6 +101,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         raise ValueError(f"minutes must be > 0, got {minutes!r}")
     if iterations is not None and not (isinstance(iterations, int) and iterations >= 1):
         raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
+    rank, world = _rank_and_world(distributed)
+    lead = rank == 0
     start_it, state = 0, None
     if resume is not None:
         ckpt = checkpoint.load(resume)
@@ -85,24 +115,32 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     if num_envs is not None:
         cfg = cfg.with_(num_envs=num_envs)
 
-    torch.manual_seed(seed)
-    run_dir = Path(log_dir) / env_id.split("/")[-1].removesuffix("-v0") / time.strftime("%Y-%m-%d_%H-%M-%S")
-    run_dir.mkdir(parents=True, exist_ok=False)
-    (run_dir / "config.json").write_text(json.dumps({"env_id": env_id, "seed": seed, "ppo": cfg.as_dict(),
-                                                     "resumed_from": str(resume) if resume else None}, indent=1))
-    env = make_rsl_rl(env_id, num_envs=cfg.num_envs, seed=seed, compile=compile, progress=progress)
-    runner = make_runner(env, cfg)
-    alg = runner.alg
+    torch.manual_seed(seed + rank)
+    run_dir = None
+    if lead:
+        run_dir = Path(log_dir) / env_id.split("/")[-1].removesuffix("-v0") / time.strftime("%Y-%m-%d_%H-%M-%S")
+        run_dir.mkdir(parents=True, exist_ok=False)
+        (run_dir / "config.json").write_text(json.dumps({
+            "env_id": env_id, "seed": seed, "ranks": world, "ppo": cfg.as_dict(),
+            "resumed_from": str(resume) if resume else None}, indent=1))
+    env = make_rsl_rl(env_id, num_envs=cfg.num_envs, seed=seed, compile=compile, progress=progress and lead,
+                      distributed=distributed)
+    runner = None
+    if distributed:
+        alg = make_algorithm(env, cfg, rank, world)
+    else:
+        runner = make_runner(env, cfg)
+        alg = runner.alg
     if state is not None:
         alg.load(state, None, strict=True)
-    writer = SummaryWriter(str(run_dir), flush_secs=10)
+    writer = SummaryWriter(str(run_dir), flush_secs=10) if lead else None
     meta = {"env_id": env_id, "seed": seed, "ppo": cfg.as_dict()}
     rows: list[dict[str, float]] = []
     returns: deque[float] = deque(maxlen=100)
     lengths: deque[float] = deque(maxlen=100)
     ret = torch.zeros(cfg.num_envs)
     length = torch.zeros(cfg.num_envs)
-    steps_per_it = cfg.num_steps_per_env * cfg.num_envs
+    steps_per_it = cfg.num_steps_per_env * cfg.num_envs * world
 
     def save(it: int) -> Path:
         path = run_dir / f"model_{it}.pt"
@@ -113,12 +151,14 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     alg.train_mode()
     t0 = time.perf_counter()
     budget = math.inf if minutes is None else 60.0 * minutes
-    total = iterations if iterations is not None else None
-    bar = tqdm(total=total, desc=f"train {env_id}", unit="it", disable=not progress, dynamic_ncols=True)
-    it, last = start_it - 1, None
-    while (iterations is None or it + 1 < start_it + iterations) and time.perf_counter() - t0 < budget:
+    bar = tqdm(total=iterations, desc=f"train {env_id}", unit="it", disable=not (progress and lead),
+               dynamic_ncols=True)
+    it, last, mine, everyone = start_it - 1, None, 0, 0
+    while _go_on(distributed, (iterations is None or it + 1 < start_it + iterations)
+                 and time.perf_counter() - t0 < budget):
         it += 1
         t_it = time.perf_counter()
+        ended_returns, ended_lengths = [], []
         with torch.inference_mode():
             for _ in range(cfg.num_steps_per_env):
                 actions = alg.act(obs)
@@ -128,14 +168,21 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                 length += 1
                 ended = dones.nonzero().flatten()
                 if len(ended):
-                    returns.extend(ret[ended].tolist())
-                    lengths.extend(length[ended].tolist())
+                    ended_returns += ret[ended].tolist()
+                    ended_lengths += length[ended].tolist()
                     ret[ended] = 0.0
                     length[ended] = 0.0
             alg.compute_returns(obs)
         collect = time.perf_counter() - t_it
         losses = alg.update()
         seconds = time.perf_counter() - t_it
+        mine += len(ended_returns)
+        ended_returns, ended_lengths = _gather(distributed, ended_returns, ended_lengths)
+        everyone += len(ended_returns)
+        if not lead:
+            continue
+        returns.extend(ended_returns)
+        lengths.extend(ended_lengths)
         row = {"iteration": it, "env_steps": (it - start_it + 1) * steps_per_it,
                "seconds": time.perf_counter() - t0, "steps_per_s": steps_per_it / seconds,
                "mean_return": _mean(returns), "mean_episode_length": _mean(lengths)}
@@ -150,7 +197,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         if returns:
             writer.add_scalar("Train/mean_reward", row["mean_return"], it)
             writer.add_scalar("Train/mean_episode_length", row["mean_episode_length"], it)
-        for key, value in extras.get("log", {}).items():
+        for key, value in extras.get("log", {}).items():  # summed over the ranks by the env
             writer.add_scalar(key, value, it)
         if (it - start_it + 1) % cfg.save_interval == 0:
             last = save(it)
@@ -162,20 +209,55 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     done = it - start_it + 1
     if done < 1:
         raise RuntimeError("the time budget ended before the first iteration")
+    env.close()
+    if not lead:
+        return TrainResult(None, None, done, done * steps_per_it, seconds, {}, mine)
     if last is None or last.name != f"model_{it}.pt":
         last = save(it)
     writer.close()
-    env.close()
     _write_progress(run_dir, rows)
 
-    summary = {"env_id": env_id, "iterations": done, "env_steps": done * steps_per_it, "train_seconds": seconds,
-               "final_train_mean_return": rows[-1]["mean_return"],
+    summary = {"env_id": env_id, "ranks": world, "iterations": done, "env_steps": done * steps_per_it,
+               "episodes": everyone, "train_seconds": seconds, "final_train_mean_return": rows[-1]["mean_return"],
                "final_train_mean_episode_length": rows[-1]["mean_episode_length"], "eval": None}
     if eval_lanes:
-        summary["eval"] = evaluate(env_id, runner.get_inference_policy(), lanes=eval_lanes, seed=seed + 1,
-                                   progress=progress)
+        alg.eval_mode()
+        summary["eval"] = evaluate(env_id, alg.get_policy(), lanes=eval_lanes, seed=seed + 1, progress=progress)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-    return TrainResult(run_dir, last, done, done * steps_per_it, seconds, summary)
+    return TrainResult(run_dir, last, done, done * steps_per_it, seconds, summary, mine)
+
+
+def _rank_and_world(distributed: bool) -> tuple[int, int]:
+    if not distributed:
+        return 0, 1
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError("distributed training needs torch.distributed's default process group: call "
+                           "torch.distributed.init_process_group('gloo') first (torchrun sets its environment)")
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _go_on(distributed: bool, here: bool) -> bool:
+    """Rank 0's decision, the same on every rank (so every rank runs the same iterations)."""
+    if not distributed:
+        return here
+    import torch.distributed as dist
+
+    flag = torch.tensor([int(here)])
+    dist.broadcast(flag, src=0)
+    return bool(flag.item())
+
+
+def _gather(distributed: bool, returns: list[float], lengths: list[float]) -> tuple[list[float], list[float]]:
+    """The episodes that ended on every rank this iteration (for rank 0's figures)."""
+    if not distributed:
+        return returns, lengths
+    import torch.distributed as dist
+
+    every: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, (returns, lengths))
+    return [r for rs, _ in every for r in rs], [n for _, ns in every for n in ns]
 
 
 def _mean(values: deque[float]) -> float:
