@@ -23,6 +23,7 @@ class TaskEntry:
 G1, T1, GO1 = "Unitree G1 29-DoF", "Booster T1 29-DoF", "Unitree Go1 12-DoF"
 WBT, WALK = "motrix_gym.envs.wbt.tracking", "motrix_gym.envs.walk.velocity"
 WBT_PPO, WALK_PPO = "motrix_gym.envs.wbt.rl_cfg:TRACKING", "motrix_gym.envs.walk.rl_cfg:WALK"
+QUAD_PPO = "motrix_gym.envs.walk.rl_cfg:QUADRUPED"
 
 TASKS: dict[str, TaskEntry] = {
     "G1WbtDance": TaskEntry(f"{WBT}:g1_dance", G1, "motion tracking, dance clip", WBT_PPO),
@@ -36,10 +37,10 @@ TASKS: dict[str, TaskEntry] = {
     "G1WalkSlope": TaskEntry(f"{WALK}:g1_slope", G1, "velocity tracking, slopes, height scan", WALK_PPO),
     "T1WalkFlat": TaskEntry(f"{WALK}:t1_flat", T1, "velocity tracking, flat", WALK_PPO),
     "T1WalkRough": TaskEntry(f"{WALK}:t1_rough", T1, "velocity tracking, rough heightfield", WALK_PPO),
-    "Go1WalkFlat": TaskEntry(f"{WALK}:go1_flat", GO1, "quadruped velocity tracking, flat", WALK_PPO),
-    "Go1WalkRough": TaskEntry(f"{WALK}:go1_rough", GO1, "quadruped velocity tracking, rough", WALK_PPO),
+    "Go1WalkFlat": TaskEntry(f"{WALK}:go1_flat", GO1, "quadruped velocity tracking, flat", QUAD_PPO),
+    "Go1WalkRough": TaskEntry(f"{WALK}:go1_rough", GO1, "quadruped velocity tracking, rough", QUAD_PPO),
     "Go1WalkStairs": TaskEntry(f"{WALK}:go1_stairs", GO1, "quadruped velocity tracking, stairs, height scan",
-                               WALK_PPO),
+                               QUAD_PPO),
     "Go1BallBalance": TaskEntry("motrix_gym.envs.ball.balance:go1_ball", GO1, "balance on a free yoga ball",
                                 "motrix_gym.envs.ball.rl_cfg:BALANCE"),
 }
