@@ -38,6 +38,7 @@ class ModelInfo:
     joint_qposadr: tuple[int, ...]
     joint_dofadr: tuple[int, ...]
     joint_range: tuple[tuple[float, float], ...]
+    joint_limited: tuple[bool, ...]
     actuator_joints: tuple[int, ...]  # joint id driven by each actuator
     sensor_names: tuple[str, ...]
     sensor_adr: tuple[int, ...]
@@ -45,6 +46,9 @@ class ModelInfo:
     sensor_stage: tuple[int, ...]  # mjtStage each sensor needs
     nq: int
     nv: int
+    nu: int
+    nbody: int
+    nsensordata: int
     geom_names: tuple[str, ...]
     geom_bodies: tuple[int, ...]  # body of each geom
     joint_bodies: tuple[int, ...]  # body of each joint

@@ -30,7 +30,7 @@ from motrix_gym.math.heightfield import HeightField
 from motrix_gym.runtime.context import Context
 from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.graph import Graph
-from motrix_gym.sim.mujoco_batch import MujocoBatchSim
+from motrix_gym.sim.backend import SimBackend
 
 
 def _call(term: ResolvedTerm, env: Context, *args: object) -> Tensor:
@@ -67,7 +67,7 @@ class torch_threads:  # lower case: used as a context manager, like torch.no_gra
 class TorchManagerRuntime:
     """Runs ``program`` on ``sim``. ``lane_offset`` numbers lanes globally for the RNG."""
 
-    def __init__(self, program: ResolvedProgram, sim: MujocoBatchSim, compile: bool = True,
+    def __init__(self, program: ResolvedProgram, sim: SimBackend, compile: bool = True,
                  lane_offset: int = 0, ranks: Ranks | None = None) -> None:
         self.program = program
         self.ranks = ranks or Ranks()
@@ -76,7 +76,7 @@ class TorchManagerRuntime:
         self._graphs: list[Graph] = []
         self._check_guards = False
         self.lane_offset = lane_offset
-        task, m = program.task, sim.model
+        task, m = program.task, program.model
         n = self.num_envs = sim.num_envs
         na = len(program.action.joints.names)
         ctx = self.ctx = Context(n, m.nq, m.nv, m.nbody, m.nsensordata, na, task.step_dt,
@@ -86,8 +86,8 @@ class TorchManagerRuntime:
         limits[:, 0] = -float("inf")
         noise_mask = torch.zeros(m.nq)
         for j, q in zip(program.hinge.ids.tolist(), program.hinge.qpos.tolist()):
-            if m.jnt_limited[j]:
-                limits[q] = torch.from_numpy(m.jnt_range[j].copy())
+            if m.joint_limited[j]:
+                limits[q] = torch.tensor(m.joint_range[j])
             noise_mask[q] = 1.0
         ctx.qpos_limits, ctx.joint_noise_mask = limits, noise_mask
         ctx.body_names = program.model.body_names
@@ -103,7 +103,7 @@ class TorchManagerRuntime:
             ctx.terrain_tile_size = hm.tile_size
         for name in program.reads:
             if not hasattr(ctx, name):
-                ctx.add_read(name, tuple(sim.views[name].shape[1:]))
+                ctx.add_read(name, tuple(sim.arrays[name].shape[1:]))
         self.lane_ids = torch.arange(L, dtype=torch.int64) + lane_offset
         self.real = torch.arange(L) < n  # padding lanes are never reset or reported
 

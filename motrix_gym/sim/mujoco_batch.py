@@ -15,11 +15,12 @@ from __future__ import annotations
 import os
 import warnings
 
-import mujoco
 import numpy as np
 import torch
-from mujoco import batch as mjbatch
 from torch import Tensor
+
+from motrix_gym.sim.engine import batch as mjbatch
+from motrix_gym.sim.engine import mujoco
 
 READ_FIELDS = ("qpos", "qvel", "xpos", "xquat", "sensordata")
 STATE = ("qpos", "qvel", "ctrl")  # views of the physics batch's rows

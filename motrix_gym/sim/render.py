@@ -20,10 +20,10 @@ import subprocess
 import sys
 import weakref
 
-import mujoco
 import numpy as np
 
 from motrix_gym.sim import GL_PACKAGES as PACKAGES
+from motrix_gym.sim.engine import mujoco
 
 _OFF = ("disable", "disabled", "off", "false", "0")
 # Makes one frame in whatever backend MUJOCO_GL names; run in a child interpreter.

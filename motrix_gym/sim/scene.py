@@ -9,11 +9,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection
 
-import mujoco
 import numpy as np
 
 from motrix_gym.manager.config import TERRAIN, Ball, ContactSensor, SceneConfig, TerrainConfig
 from motrix_gym.manager.resolver import ModelInfo, TaskConfigError
+from motrix_gym.sim.engine import mujoco
 from motrix_gym.sim.terrain import HeightMap, generate
 
 GROUND = TERRAIN  # the ground geom; its body has the same name
@@ -208,6 +208,7 @@ def model_info(model: mujoco.MjModel, heightfield: HeightMap | None = None) -> M
         joint_qposadr=tuple(int(a) for a in model.jnt_qposadr),
         joint_dofadr=tuple(int(a) for a in model.jnt_dofadr),
         joint_range=tuple((float(lo), float(hi)) for lo, hi in model.jnt_range),
+        joint_limited=tuple(bool(x) for x in model.jnt_limited),
         actuator_joints=tuple(int(j) for j in np.asarray(trn)),
         sensor_names=names(mujoco.mjtObj.mjOBJ_SENSOR, model.nsensor),
         sensor_adr=tuple(int(a) for a in model.sensor_adr),
@@ -215,6 +216,9 @@ def model_info(model: mujoco.MjModel, heightfield: HeightMap | None = None) -> M
         sensor_stage=tuple(int(s) for s in model.sensor_needstage),
         nq=model.nq,
         nv=model.nv,
+        nu=model.nu,
+        nbody=model.nbody,
+        nsensordata=model.nsensordata,
         geom_names=names(mujoco.mjtObj.mjOBJ_GEOM, model.ngeom),
         geom_bodies=tuple(int(b) for b in model.geom_bodyid),
         joint_bodies=tuple(int(b) for b in model.jnt_bodyid),

@@ -1,0 +1,39 @@
+"""What the runtime needs of a physics backend, and nothing that names the engine behind it.
+
+``sim/mujoco_batch.py`` implements it over ``mujoco.batch.Batch``. The runtime reads and writes
+the state through ``arrays`` (host views, ``(num_envs, ...)``, over the backend's own memory),
+and knows the model only through ``resolver.ModelInfo``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+
+class SimBackend(Protocol):
+    num_envs: int
+    nthread: int
+    # "qpos", "qvel", "ctrl" and every field the task reads (see ResolvedProgram.reads)
+    arrays: dict[str, np.ndarray]
+
+    def step(self, nstep: int, ids: np.ndarray | None = None) -> np.ndarray:
+        """Advance lanes ``ids`` (all when None) by ``nstep`` substeps; return the ids of lanes
+        that became unstable."""
+
+    def reset(self, ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray, full: bool = True) -> None:
+        """Write lanes ``ids``' positions and velocities (``full``: as a reset) and bring their
+        derived fields up to date."""
+
+    def randomize(self, ids: np.ndarray, friction_geoms: tuple[int, ...], bodies: tuple[int, ...], root: int,
+                  friction: np.ndarray, mass_scale: np.ndarray, com_offset: np.ndarray, kp_scale: np.ndarray,
+                  kd_scale: np.ndarray) -> None:
+        """Per-lane physical parameters for lanes ``ids``."""
+
+    def randomize_ball(self, ids: np.ndarray, body: int, geom: int, dof: int, radius: np.ndarray,
+                       mass: np.ndarray, friction: np.ndarray, softness: np.ndarray, damping: np.ndarray) -> None:
+        """Per-lane ball for lanes ``ids``."""
+
+    def close(self) -> None:
+        """Free the lanes."""
