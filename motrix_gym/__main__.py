@@ -69,18 +69,22 @@ def cmd_render(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
     import motrix_gym  # noqa: F401
+    from motrix_gym.learn.play import check_video_out
 
+    check_video_out(args.out, (".gif",))
     lanes = list(range(args.lanes))
     env = gym.make_vec(_id(args.env_id), num_envs=max(args.lanes, 1), compile=False, render_mode="rgb_array",
                        render_lane=lanes if len(lanes) > 1 else 0, progress=False)
     env.reset(seed=args.seed)
     rng = np.random.default_rng(args.seed)
     frames = []
-    for _ in tqdm(range(args.steps), desc=f"render {args.env_id}", unit="frame"):
-        a = rng.standard_normal(env.action_space.shape).astype(np.float32) * args.action_std
-        env.step(a)
-        frames.append(Image.fromarray(env.render()))
-    env.close()
+    try:
+        for _ in tqdm(range(args.steps), desc=f"render {args.env_id}", unit="frame"):
+            a = rng.standard_normal(env.action_space.shape).astype(np.float32) * args.action_std
+            env.step(a)
+            frames.append(Image.fromarray(env.render()))
+    finally:  # frees the renderer's GL context while its display is still up
+        env.close()
     ms = round(1000 * env.unwrapped.task.step_dt * args.every)
     frames = frames[:: args.every]
     frames[0].save(args.out, save_all=True, append_images=frames[1:], duration=ms, loop=0)

@@ -46,6 +46,10 @@ def test_resume_continues_iterations_and_optimizer(tmp_path):
     assert steps == {3}  # Adam's step count carried on: 3 iterations of 1 epoch x 1 mini-batch
     with pytest.raises(ValueError, match="trained on Motrix/G1WalkFlat-v0"):
         train(env_id("G1WbtDance"), iterations=1, log_dir=tmp_path / "c", resume=first.checkpoint)
+    for bad, why in ((tmp_path / "missing" / "a.gif", "does not exist"), (tmp_path / "a.png", "must end in")):
+        with pytest.raises(ValueError, match=why):  # before any frame is made
+            play(env_id("G1WalkFlat"), first.checkpoint, out=bad, progress=False)
+    assert not (tmp_path / "missing").exists()
 
 
 def test_onnx_export_reproduces_the_policy(tmp_path):

@@ -18,6 +18,16 @@ from motrix_gym.learn.config import PpoConfig
 VIDEO_SUFFIXES = (".gif", ".mp4")
 
 
+def check_video_out(out: str | Path, suffixes: tuple[str, ...] = VIDEO_SUFFIXES) -> Path:
+    """``out`` as a path, checked before any frame is made: a video suffix, an existing folder."""
+    path = Path(out)
+    if path.suffix not in suffixes:
+        raise ValueError(f"--out must end in one of {suffixes}, got {str(out)!r}")
+    if not path.parent.is_dir():
+        raise ValueError(f"--out {str(out)!r}: folder {str(path.parent)!r} does not exist")
+    return path
+
+
 @dataclass(frozen=True)
 class PlayResult:
     steps: int
@@ -52,8 +62,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     meta = checkpoint.load(checkpoint_path)["infos"]
     if meta["env_id"] != env_id:
         raise ValueError(f"checkpoint {str(checkpoint_path)!r} was trained on {meta['env_id']}, not {env_id}")
-    if out is not None and Path(out).suffix not in VIDEO_SUFFIXES:
-        raise ValueError(f"--out must end in one of {VIDEO_SUFFIXES}, got {str(out)!r}")
+    if out is not None:
+        out = check_video_out(out)
     if export not in (None, "onnx"):
         raise ValueError(f"export must be None or 'onnx', got {export!r}")
     if not isinstance(lanes, int) or lanes < 1:
@@ -62,33 +72,35 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
                                      "width": width, "height": height}
     env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render)
     base = env.env
-    policy, runner = load_policy(checkpoint_path, env)
-    rt = base.runtime
-    steps = steps or min(base.task.max_episode_steps, round(10.0 / base.task.step_dt))
-    rewards = torch.zeros(len(rt.reward_names), dtype=torch.float64)
-    metrics: dict[str, list[float]] = {}  # name -> [sum, count] over live lanes and steps
-    frames, ended = [], 0
-    obs = env.get_observations()
-    for i in tqdm(range(steps), desc=f"play {env_id}", unit="step", disable=not progress):
-        with torch.inference_mode():
-            obs, _, dones, _ = env.step(policy(obs))
-        rewards += rt.reward_terms[:lanes].sum(0).double()
-        ended += int(dones.sum())
-        live = ~dones  # lanes that ended were reset: their commands describe the new episode
-        for name, c in rt.ctx.commands.items():
-            for key, value in (c.metrics(rt.ctx) if hasattr(c, "metrics") else {}).items():
-                acc = metrics.setdefault(f"{name}/{key}", [0.0, 0])
-                acc[0] += float(value[:lanes][live].sum())
-                acc[1] += int(live.sum())
-        if out is not None and i % every == 0:
-            frames.append(base.render())
-    video = None if out is None else write_video(frames, Path(out), fps=1.0 / (base.task.step_dt * every))
-    onnx = None
-    if export == "onnx":
-        target = Path(checkpoint_path).with_name("policy.onnx")
-        runner.export_policy_to_onnx(str(target.parent), target.name)
-        onnx = target
-    env.close()
+    try:
+        policy, runner = load_policy(checkpoint_path, env)
+        rt = base.runtime
+        steps = steps or min(base.task.max_episode_steps, round(10.0 / base.task.step_dt))
+        rewards = torch.zeros(len(rt.reward_names), dtype=torch.float64)
+        metrics: dict[str, list[float]] = {}  # name -> [sum, count] over live lanes and steps
+        frames, ended = [], 0
+        obs = env.get_observations()
+        for i in tqdm(range(steps), desc=f"play {env_id}", unit="step", disable=not progress):
+            with torch.inference_mode():
+                obs, _, dones, _ = env.step(policy(obs))
+            rewards += rt.reward_terms[:lanes].sum(0).double()
+            ended += int(dones.sum())
+            live = ~dones  # lanes that ended were reset: their commands describe the new episode
+            for name, c in rt.ctx.commands.items():
+                for key, value in (c.metrics(rt.ctx) if hasattr(c, "metrics") else {}).items():
+                    acc = metrics.setdefault(f"{name}/{key}", [0.0, 0])
+                    acc[0] += float(value[:lanes][live].sum())
+                    acc[1] += int(live.sum())
+            if out is not None and i % every == 0:
+                frames.append(base.render())
+        video = None if out is None else write_video(frames, out, fps=1.0 / (base.task.step_dt * every))
+        onnx = None
+        if export == "onnx":
+            target = Path(checkpoint_path).with_name("policy.onnx")
+            runner.export_policy_to_onnx(str(target.parent), target.name)
+            onnx = target
+    finally:  # frees the renderer's GL context while its display is still up
+        env.close()
     return PlayResult(steps, {n: float(r) / (steps * lanes) for n, r in zip(rt.reward_names, rewards)},
                       {k: total / max(count, 1) for k, (total, count) in metrics.items()}, ended, video, onnx)
 
