@@ -125,7 +125,7 @@ def cmd_play(args: argparse.Namespace) -> None:
     from motrix_gym.learn.play import play
 
     res = play(_id(args.env_id), args.checkpoint, out=args.out, lanes=args.lanes, steps=args.steps,
-               every=args.every, export=args.export, seed=args.seed)
+               every=args.every, export=args.export, seed=args.seed, width=args.width, height=args.height)
     print(f"\n{res.steps} steps x {args.lanes} lanes, {res.episodes_ended} episodes ended")
     print("mean reward per env step, by term (weight * dt included):")
     for name, v in res.reward_terms.items():
@@ -199,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--lanes", type=int, default=1, help="lanes run and tiled in the video")
     pl.add_argument("--steps", type=int, default=None, help="default: one episode, at most 10 s")
     pl.add_argument("--every", type=int, default=2, help="keep every n-th frame")
+    pl.add_argument("--width", type=int, default=480, help="pixels of one lane's frame")
+    pl.add_argument("--height", type=int, default=360)
     pl.add_argument("--export", choices=("onnx",), default=None, help="write policy.onnx beside the checkpoint")
     pl.add_argument("--seed", type=int, default=0)
     pl.set_defaults(func=cmd_play)
