@@ -5,8 +5,8 @@
 For each total lane count: env-steps/s of one process with ``--cores`` MuJoCo threads, and the
 ``--cores`` torchrun ranks of one thread each, every rank ``distributed=True`` with its share of
 the lanes (so the reductions over ranks are paid for): all ranks' env-steps over the slowest
-rank's time. Random actions, compiled
-runtime, the Inductor cache warmed first; each figure is the median of ``--repeats`` timed runs.
+rank's time. Random actions, compiled runtime, only the stepping timed (not making the envs);
+each figure is the median of ``--repeats`` runs, the two settings alternating.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def worker(task: str, lanes: int, steps: int) -> None:
     took = torch.tensor([seconds(task, lanes, 1, steps, True)], dtype=torch.float64)
     dist.all_reduce(took, op=dist.ReduceOp.MAX)
     if dist.get_rank() == 0:
-        print(f"SUM {dist.get_world_size() * lanes * steps / float(took):.1f}")
+        print(f"RATE {dist.get_world_size() * lanes * steps / float(took):.1f}")
     dist.destroy_process_group()
 
 
@@ -76,7 +76,7 @@ def main() -> None:
         for _ in range(args.repeats):  # alternating, so that both see the same machine
             one.append(total * args.steps / seconds(args.task, total, args.cores, args.steps, False))
             out = subprocess.run(ranks_cmd, check=True, capture_output=True, text=True).stdout
-            many.append(float(out.split("SUM")[-1].split()[0]))
+            many.append(float(out.split("RATE")[-1].split()[0]))
         rows.append({"task": args.task, "lanes": total, "cores": args.cores,
                      "one_process_steps_per_s": statistics.median(one), "ranks_steps_per_s": statistics.median(many),
                      "one_process_runs": one, "ranks_runs": many})
