@@ -67,6 +67,9 @@ def main() -> None:
     if args.worker:
         worker(args.worker[0], int(args.worker[1]), int(args.worker[2]))
         return
+    uneven = [n for n in args.lanes if n % args.cores]
+    if uneven:
+        p.error(f"--lanes {uneven} do not split evenly over --cores {args.cores}")
     rows = []
     for total in args.lanes:
         share = total // args.cores

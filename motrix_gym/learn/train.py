@@ -28,6 +28,7 @@ import torch
 from motrix_gym.learn import checkpoint
 from motrix_gym.learn.config import PpoConfig
 from motrix_gym.learn.evaluate import evaluate
+from motrix_gym.runtime.distributed import Ranks
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         raise ValueError(f"minutes must be > 0, got {minutes!r}")
     if iterations is not None and not (isinstance(iterations, int) and iterations >= 1):
         raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
-    rank, world = _rank_and_world(distributed)
+    ranks = Ranks.default_group() if distributed else Ranks()
+    rank, world = ranks.rank, ranks.world
     lead = rank == 0
     start_it, state = 0, None
     if resume is not None:
@@ -225,17 +227,6 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         summary["eval"] = evaluate(env_id, alg.get_policy(), lanes=eval_lanes, seed=seed + 1, progress=progress)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return TrainResult(run_dir, last, done, done * steps_per_it, seconds, summary, mine)
-
-
-def _rank_and_world(distributed: bool) -> tuple[int, int]:
-    if not distributed:
-        return 0, 1
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        raise RuntimeError("distributed training needs torch.distributed's default process group: call "
-                           "torch.distributed.init_process_group('gloo') first (torchrun sets its environment)")
-    return dist.get_rank(), dist.get_world_size()
 
 
 def _go_on(distributed: bool, here: bool) -> bool:

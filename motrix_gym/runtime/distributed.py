@@ -26,17 +26,25 @@ class Ranks:
         return self.world > 1
 
     @classmethod
-    def join(cls, num_envs: int, lane_offset: int) -> Ranks:
-        """The default process group's ranks, after checking on every rank that all of them
-        have the same ``num_envs`` and none set a ``lane_offset`` of its own; a mismatch is the
-        same ValueError on every rank, after one collective, so no rank waits for another."""
+    def default_group(cls) -> Ranks:
+        """This process's place in torch.distributed's default process group, which must exist."""
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
             raise RuntimeError("distributed=True needs torch.distributed's default process group: call "
                                "torch.distributed.init_process_group(backend) first ('gloo' on CPUs, 'nccl' on "
                                "GPUs; torchrun sets the environment it reads)")
-        world, rank = dist.get_world_size(), dist.get_rank()
+        return cls(dist.get_rank(), dist.get_world_size())
+
+    @classmethod
+    def join(cls, num_envs: int, lane_offset: int) -> Ranks:
+        """The default process group's ranks, after checking on every rank that all of them
+        have the same ``num_envs`` and none set a ``lane_offset`` of its own; a mismatch is the
+        same ValueError on every rank, after one collective, so no rank waits for another."""
+        import torch.distributed as dist
+
+        ranks = cls.default_group()
+        world = ranks.world
         mine = torch.tensor([num_envs, lane_offset], dtype=torch.int64)
         every = [torch.zeros(2, dtype=torch.int64) for _ in range(world)]
         dist.all_gather(every, mine)
@@ -48,7 +56,7 @@ class Ranks:
         if any(offsets):
             raise ValueError("distributed=True sets lane_offset = rank * num_envs itself; ranks passed lane_offset "
                              f"{offsets}")
-        return cls(rank, world)
+        return ranks
 
     def sum_(self, t: Tensor) -> Tensor:
         """``t`` summed over the ranks, in place (nothing to do for one rank)."""
