@@ -37,6 +37,8 @@ from torch import Tensor
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.resolver import resolve
 from motrix_gym.runtime.distributed import Ranks
+from motrix_gym.runtime.graph import probe_cpu_in_background
+from motrix_gym.runtime.graph_store import GraphStore
 from motrix_gym.runtime.runtime import TorchManagerRuntime
 from motrix_gym.runtime.runtime import torch_threads as torch_threads_ctx
 from motrix_gym.sim.mujoco_batch import MujocoBatchSim
@@ -127,6 +129,7 @@ class MotrixVectorEnv(VectorEnv):
             raise ValueError(f"obs_groups {list(groups)}: unknown group(s) {unknown}; "
                              f"task {cfg.name!r} has {sorted(cfg.observations)}")
 
+        probe = probe_cpu_in_background() if compile else None
         model = build_model(cfg.scene, cfg.sim_dt, sensors=not current_kinematics)
         program = resolve(cfg, model_info(model, height_map(cfg.scene.terrain)))
         self.task = cfg
@@ -134,9 +137,10 @@ class MotrixVectorEnv(VectorEnv):
         self.sim = MujocoBatchSim(model, num_envs, nthread, reads=program.reads, sensing=sensing,
                                   stage=program.read_stage)
         self.runtime = rt = TorchManagerRuntime(program, self.sim, compile=compile, lane_offset=lane_offset,
-                                                ranks=self.ranks)
+                                                ranks=self.ranks, store=GraphStore.of(program) if compile else None)
         self.torch_threads = torch_threads
-        if compile:
+        if probe is not None:
+            probe.join()
             with torch_threads_ctx(torch_threads):
                 rt.warmup(groups, progress)
 

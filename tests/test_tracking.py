@@ -183,7 +183,7 @@ def test_pushed_lanes_are_observed_after_the_push():
     obs, *_ = env.step(np.zeros((4, 29), np.float32))
     pushed = (rt.sim.qvel[:4, :3] - qvel_before[:, :3]).norm(dim=-1)
     fresh = torch.zeros(rt.ctx.num_lanes, obs.shape[1])
-    rt._observer("critic")(fresh, torch.ones(rt.ctx.num_lanes, dtype=torch.bool))
+    rt.observe_graphs["critic"].eager(fresh, torch.ones(rt.ctx.num_lanes, dtype=torch.bool))
     np.testing.assert_array_equal(obs, fresh[:4].numpy())
     assert (pushed[:2] > 0.05).all(), pushed  # the push reached the simulation
     env.close()

@@ -1,15 +1,18 @@
-"""Graph: one runtime function, compiled with ``torch.compile`` and then called without Dynamo.
+"""Graph: one runtime function, compiled ahead of time with ``torch.compile(...).aot_compile``
+and then called without Dynamo.
 
 A call through ``torch.compile``'s wrapper passes Dynamo's frame hook, its cache lookup and its
 guards before reaching the compiled code. The runtime calls each graph once or twice per step
 with its caches cold from the physics in between, where that path costs more than a small graph
 itself (docs/performance.md).
 
-Once a graph is compiled, Dynamo's cache holds one entry for its code: bytecode that loads the
-graph's inputs from the function's arguments, closure and globals, calls the compiled graph and
-writes back. ``Graph`` turns that bytecode into a plain function and calls it. Skipping Dynamo
-skips its guards too, which is only safe because a runtime's graphs have one version each, over
-buffers that are never replaced or reshaped; ``check(True)`` goes back to Dynamo and its guards.
+Compiling ahead of time gives Dynamo's bytecode for the function (it loads the graph's inputs
+from the function's arguments and closure, calls the compiled graph and writes back) as a plain
+function, with the guards beside it: ``Graph`` checks them on the first call and then calls the
+bytecode alone. Skipping the guards is only safe because a runtime's graphs have one version
+each, over buffers that are never replaced or reshaped; ``check(True)`` checks them on every
+call, and a failing check is an error, never a recompile. The same compiled function can be
+stored and loaded in another process (``graph_store``), which skips tracing.
 
 Below that bytecode, AOTAutograd's and Inductor's wrappers still run in Python on every call
 before the kernel (about ten calls deep). Where a graph's first two calls show that all they do
@@ -20,55 +23,61 @@ apply and nothing for Dynamo to replay, later calls launch that kernel directly 
 from __future__ import annotations
 
 import dis
-import itertools
+import functools
+import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from typing import Any
 
 import torch
-from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
 from torch._inductor.output_code import CompiledFxGraph
 from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+from motrix_gym.runtime.graph_store import GraphStore
 
 # A C++ wrapper calls the graph's kernels without Python in between (the Python wrapper's work
 # per kernel is most of a small graph's cost).
 INDUCTOR_OPTIONS = {"cpp_wrapper": True}
 
-_instances = itertools.count()
+# What ``torch._dynamo.mark_dynamic`` leaves on a tensor. A graph loaded from disk was traced
+# from tensors that, as torch stores them, carry no marks, and its guards refuse marked ones: the
+# marks live only while a graph is traced.
+_MARKS = ("_dynamo_dynamic_indices", "_dynamo_dynamic_range", "_dynamo_hint_overrides", "_specialize_on",
+          "_has_dynamo_dim_marking")
 
 
-def _code(fn: Callable) -> types.CodeType:
-    return (fn.__func__ if isinstance(fn, types.MethodType) else fn).__code__
+def probe_cpu_in_background() -> threading.Thread:
+    """Start Inductor's probe of the CPU's vector instruction sets, which it runs once per
+    process before it loads or compiles a graph (a small library built and loaded in a child
+    process per candidate: seconds). Started first, it overlaps building the model; join the
+    thread before the first graph runs."""
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    def probe() -> None:
+        try:
+            pick_vec_isa()
+        except Exception:  # the graph's own call repeats it and reports the error
+            pass
+
+    t = threading.Thread(target=probe, name="inductor-cpu-probe", daemon=True)
+    t.start()
+    return t
 
 
-def _with_code(fn: Callable, code: types.CodeType) -> Callable:
-    """``fn`` (a function or bound method) running ``code``, with the same globals, closure,
-    defaults and ``self``."""
-    bound = isinstance(fn, types.MethodType)
-    f = fn.__func__ if bound else fn
-    g = types.FunctionType(code, f.__globals__, code.co_name, f.__defaults__, f.__closure__)
-    g.__kwdefaults__ = f.__kwdefaults__
-    return types.MethodType(g, fn.__self__) if bound else g
-
-
-def own_code(fn: Callable) -> Callable:
-    """``fn`` (a function or bound method) with a code object of its own.
-
-    Dynamo caches compiled graphs on the code object and guards them on the objects they close
-    over. Every runtime would otherwise add a recompilation of the same ``_evaluate`` code: past
-    ``recompile_limit`` (8) runtimes in one process compiling fails, and each call checks the
-    guards of every runtime ever made. A private code object per runtime avoids both, and its
-    graphs are freed with it.
-    """
-    code = _code(fn)
-    return _with_code(fn, code.replace(co_name=f"{code.co_name}_{next(_instances)}"))
-
-
-def without_dynamo(fn: Callable) -> Callable | None:
-    """The function Dynamo runs in place of ``fn`` (from ``own_code``), as a plain function, or
-    None unless Dynamo holds exactly one compiled version of ``fn``'s code."""
-    entries = _debug_get_cache_entry_list(_code(fn))
-    return _with_code(fn, entries[0].code) if len(entries) == 1 else None
+@contextmanager
+def lane_dimension_marked(tensors: Iterable[torch.Tensor]):
+    """``tensors``' leading dimension symbolic for the graphs traced inside."""
+    tensors = list(tensors)
+    for t in tensors:
+        torch._dynamo.mark_dynamic(t, 0)
+    try:
+        yield
+    finally:
+        for t in tensors:
+            for name in _MARKS:
+                if name in t.__dict__:
+                    delattr(t, name)
 
 
 def run_recording(fn: Callable, args: tuple) -> tuple[Any, list[tuple[Any, list, Any]]]:
@@ -152,55 +161,86 @@ class Launch:
 
 
 class Graph:
-    """``fn`` run eagerly (``compile=False``) or compiled with ``fullgraph=True``; once compiled,
-    called without Dynamo unless ``check(True)`` or its first call had other arguments than
-    tensors. The tensors must keep their shapes, dtypes and strides from call to call. With
-    ``lanes``, tensor arguments whose leading dimension is ``lanes`` get a symbolic leading
-    dimension (``torch._dynamo.mark_dynamic``), as the runtime gives its per-lane buffers.
+    """``fn`` run eagerly (``compile=False``) or compiled ahead of time with ``fullgraph=True``,
+    then called without Dynamo unless ``check(True)``. Arguments are tensors that keep their
+    shapes, dtypes and strides from call to call. Tensor arguments whose leading dimension is
+    ``lanes``, and the tensors ``lane_tensors()`` returns (the per-lane state ``fn`` reads), get
+    a symbolic leading dimension.
 
-        g = Graph(runtime._evaluate, compile=True)
-        g()  # compiles, through Dynamo
-        g()  # Dynamo's code for it, without Dynamo
-        g()  # the kernel alone (``g.launch``), when the first two calls allow it
+    With ``store``, a bound method ``fn`` is looked up there under ``name`` first and stored
+    after compiling; the stored function takes ``fn.__self__`` as its first argument, so a graph
+    traced for one runtime runs on another's state.
+
+        g = Graph(runtime._reset, compile=True, lanes=64)
+        g(mask)  # compiles (or loads), checks the guards
+        g(mask)  # Dynamo's code for it, without guards
+        g(mask)  # the kernel alone (``g.launch``), when the first two calls allow it
     """
 
-    __slots__ = ("eager", "compiled", "direct", "launch", "checking", "lanes", "_own", "_ready", "_bypass", "_call",
-                 "_seen")
+    __slots__ = ("eager", "compiled", "direct", "launch", "checking", "lanes", "name", "store", "loaded",
+                 "_lane_tensors", "_owner", "_ready", "_call", "_seen")
 
-    def __init__(self, fn: Callable, compile: bool, lanes: int | None = None) -> None:
+    def __init__(self, fn: Callable, compile: bool, lanes: int | None = None, *, name: str | None = None,
+                 store: GraphStore | None = None,
+                 lane_tensors: Callable[[], list[torch.Tensor]] = list) -> None:
         self.eager = fn
         self.lanes = lanes
-        self._call: Callable = fn
-        self.compiled: Callable | None = None
-        self.direct: Callable | None = None
+        self.name = name or getattr(fn, "__name__", "graph")
+        self._owner = fn.__self__ if isinstance(fn, types.MethodType) else None
+        if store is not None and (self._owner is None or fn.__func__.__code__.co_freevars):
+            raise ValueError(f"graph {self.name!r}: only a bound method without free variables can be stored "
+                             "(its state must come in as an argument)")
+        self.store = store
+        self._lane_tensors = lane_tensors
+        self._call: Callable = self._first if compile else fn
+        self.compiled: Callable | None = None  # through the guards
+        self.direct: Callable | None = None  # Dynamo's code alone
         self.launch: Launch | None = None
+        self.loaded = False  # whether ``store`` had it
         self._seen: Launch | None = None
-        self.checking = self._ready = self._bypass = False
-        if compile:
-            self._own = own_code(fn)
-            self.compiled = torch.compile(self._own, fullgraph=True, dynamic=False, options=INDUCTOR_OPTIONS)
-            self._call = self._first
+        self.checking = self._ready = False
 
     def __call__(self, *args: Any) -> Any:
         return self._call(*args)
 
-    def _first(self, *args: Any) -> Any:
-        for a in args:  # arguments with a leading dimension of ``lanes`` are per-lane buffers
-            if self.lanes is not None and isinstance(a, torch.Tensor) and a.dim() and a.shape[0] == self.lanes:
-                torch._dynamo.mark_dynamic(a, 0)
+    def _args(self, args: tuple) -> tuple:
+        return args if self._owner is None else (self._owner, *args)
+
+    def _compile(self, args: tuple) -> Any:
+        fn = self.eager.__func__ if self._owner is not None else self.eager
+        lanes = [a for a in args if self.lanes is not None and a.dim() and a.shape[0] == self.lanes]
         try:
-            out, calls = run_recording(self.compiled, args)
+            with lane_dimension_marked([*self._lane_tensors(), *lanes]):
+                return torch.compile(fn, fullgraph=True, dynamic=False, options=INDUCTOR_OPTIONS).aot_compile(
+                    (self._args(args), {}))
         except ConstraintViolationError as e:
-            name = _code(self.eager).co_name
             raise RuntimeError(
-                f"compiling the runtime's {name!r} graph: a term turned the lane count into a Python number (for "
-                "example torch.zeros(env.num_lanes, 3) or x.expand(env.num_lanes, 3)); build per-lane tensors "
-                "from an input's shape instead (torch.zeros_like(env.episode_step), x.expand(q.shape[0], 3)), so "
-                "that one compiled graph serves every lane count. Dynamo: "
+                f"compiling the runtime's {self.name!r} graph: a term turned the lane count into a Python number "
+                "(for example torch.zeros(env.num_lanes, 3) or x.expand(env.num_lanes, 3)); build per-lane "
+                "tensors from an input's shape instead (torch.zeros_like(env.episode_step), x.expand(q.shape[0], "
+                "3)), so that one compiled graph serves every lane count. Dynamo: "
                 + str(e).split("!")[0][:300] + "...") from None
-        # Dynamo bakes other arguments (numbers, flags) into the graph and guards on them.
-        self._ready, self._bypass = True, all(isinstance(a, torch.Tensor) for a in args)
-        self._seen = Launch.of(calls, args) if self._bypass else None
+
+    def _first(self, *args: Any) -> Any:
+        bad = [type(a).__name__ for a in args if not isinstance(a, torch.Tensor)]
+        if bad:
+            raise TypeError(f"graph {self.name!r}: compiled graphs take tensors only, got {', '.join(bad)} (a "
+                            "number would be baked into the graph: pass it as a tensor)")
+        aot = self.store.load(self.name) if self.store is not None else None
+        if aot is not None and not aot.guard_check(*self._args(args)):
+            aot = None
+        self.loaded = aot is not None
+        if aot is None:
+            aot = self._compile(args)
+            if self.store is not None:
+                self.store.save(self.name, aot)
+        if self._owner is None:
+            self.compiled, self.direct = aot, aot.fn
+        else:
+            self.compiled, self.direct = functools.partial(aot, self._owner), types.MethodType(aot.fn, self._owner)
+        out, calls = run_recording(self.compiled, args)
+        self._seen = Launch.of(calls, args)
+        self._ready = True
         self.check(self.checking)
         return out
 
@@ -208,17 +248,17 @@ class Graph:
         """The first call without Dynamo: if it launches what the first call did, later calls
         launch the kernel alone."""
         out, calls = run_recording(self.direct, args)
-        launch = Launch.of(calls, args) if effect_free(self.direct) else None
+        fn = self.direct.__func__ if isinstance(self.direct, types.MethodType) else self.direct
+        launch = Launch.of(calls, args) if effect_free(fn) else None
         self.launch, self._seen = (launch if self._seen is not None and self._seen.same(launch) else None), None
         self.check(self.checking)
         return out
 
     def check(self, on: bool) -> None:
-        """Call through Dynamo, which checks the graph's guards (``on``), or without it."""
+        """Check the graph's guards on every call (``on``), or call it without them."""
         self.checking = on
         if self._ready:
-            self.direct = without_dynamo(self._own) if self._bypass and not on else None
-            if self.direct is None:
+            if on:
                 self._call = self.compiled
             else:
                 self._call = self.launch or (self._second if self._seen is not None else self.direct)

@@ -1,9 +1,10 @@
 """TorchManagerRuntime: executes a resolved task over a batched simulation.
 
-Three kinds of graph run per step, each compiled once with ``torch.compile(fullgraph=True)`` and
-then called without Dynamo (``runtime.graph``), or run eagerly with ``compile=False`` (the
-closures are the same). Before them, ``read`` copies the sim's float64 arrays into the float32
-context and flags diverged lanes, in numpy.
+Three kinds of graph run per step, each compiled once ahead of time with
+``torch.compile(fullgraph=True)`` (or loaded from ``graph_store``) and then called without Dynamo
+(``runtime.graph``), or run eagerly with ``compile=False`` (the functions are the same). Before
+them, ``read`` copies the sim's float64 arrays into the float32 context and flags diverged
+lanes, in numpy.
 
 - ``step`` (one per set of observed groups): ``evaluate`` -- command update -> rewards
   (weight * dt) -> terminations -> command advance, episode bookkeeping, events -- then every
@@ -30,6 +31,7 @@ from motrix_gym.math.heightfield import HeightField
 from motrix_gym.runtime.context import Context
 from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.graph import Graph
+from motrix_gym.runtime.graph_store import GraphStore
 from motrix_gym.sim.backend import SimBackend
 
 
@@ -64,12 +66,62 @@ class torch_threads:  # lower case: used as a context manager, like torch.no_gra
             torch.set_num_threads(self.old)
 
 
+class Observe:
+    """``observe[group](out, mask)``: the group's terms for the masked lanes, into ``out``.
+
+    An object rather than a closure, as ``EvaluateObserve``: a graph stored on disk takes the
+    object it runs on as an argument (``graph_store``), so that it runs on a new runtime's state.
+    """
+
+    def __init__(self, rt: TorchManagerRuntime, group: str) -> None:
+        self.rt, self.terms = rt, rt.program.observations[group]
+        self.noise, self.dims = rt._noise[group], rt.obs_dims[group]
+
+    def __call__(self, out: Tensor, mask: Tensor) -> None:
+        # One draw of noise for the group, sliced per term; each term scaled, noised and clipped
+        # before the one concatenation: concatenating first and slicing the result makes
+        # Inductor compute every element through a chain of selects.
+        ctx, noise = self.rt.ctx, self.noise
+        u = None if noise is None else ctx.rng.range(noise[0], noise[1], (sum(self.dims),), mask)
+        parts, start = [], 0
+        for t, d in zip(self.terms, self.dims):
+            x = _call(t, ctx)
+            if t.cfg.scale != 1.0:
+                x = x * t.cfg.scale
+            if u is not None:
+                x = x + u[:, start:start + d]
+            if t.cfg.clip is not None:
+                x = x.clamp(t.cfg.clip[0], t.cfg.clip[1])
+            parts.append(x)
+            start += d
+        out.copy_(torch.where(mask.unsqueeze(-1), torch.cat(parts, dim=-1), out))
+
+
+class EvaluateObserve:
+    """The step graph ``(*outs) -> None``: evaluate, then observe ``groups`` into ``outs`` for
+    every lane (the RNG state between the two is kept for lanes observed again after an event)."""
+
+    def __init__(self, rt: TorchManagerRuntime, groups: tuple[str, ...]) -> None:
+        self.rt, self.observers = rt, tuple(rt._observers[g] for g in groups)
+
+    def __call__(self, *outs: Tensor) -> None:
+        rt = self.rt
+        ctx = rt.ctx
+        rt._evaluate()
+        rt._rng_before_obs.copy_(ctx.rng.state)
+        for observe, out in zip(self.observers, outs):
+            observe(out, rt._all)
+        rt.done.copy_((rt.terminated | rt.truncated) & rt.real)
+        rt.flags.copy_(torch.stack([rt.done.any(), (ctx.diverged & rt.real).any(), (ctx.dirty & rt.real).any()]))
+
+
 class TorchManagerRuntime:
     """Runs ``program`` on ``sim``. ``lane_offset`` numbers lanes globally for the RNG."""
 
     def __init__(self, program: ResolvedProgram, sim: SimBackend, compile: bool = True,
-                 lane_offset: int = 0, ranks: Ranks | None = None) -> None:
+                 lane_offset: int = 0, ranks: Ranks | None = None, store: GraphStore | None = None) -> None:
         self.program = program
+        self.store = store
         self.ranks = ranks or Ranks()
         self.sim = sim
         self.compiled = compile
@@ -162,24 +214,31 @@ class TorchManagerRuntime:
         self._probe_scalar("reward", program.rewards, torch.float32)
         self._probe_scalar("termination", program.terminations, torch.bool)
 
-        self.evaluate = self._graph(self._evaluate)  # alone only in tests
-        self._reset_graph = self._graph(self._reset)
+        self.evaluate = self._graph(self._evaluate, "evaluate")  # alone only in tests
+        self._reset_graph = self._graph(self._reset, "reset")
         # commands whose sampling depends on a statistic of every lane (see reset)
         self._shared = [c for c in ctx.commands.values() if getattr(c, "stats", None) is not None]
-        self._stats_graph = self._graph(self._shared_stats) if self._shared else None
-        self.observe_graphs = {g: self._graph(self._observer(g)) for g in program.observations}
+        self._stats_graph = self._graph(self._shared_stats, "shared_stats") if self._shared else None
+        self._observers = {g: Observe(self, g) for g in program.observations}
+        self.observe_graphs = {g: self._graph(o.__call__, f"observe[{g}]") for g, o in self._observers.items()}
         self._step_graphs: dict[tuple[str, ...], Graph] = {}
         self._all = torch.ones(L, dtype=torch.bool)
         self._rng_before_obs = ctx.rng.state.clone()
-        if compile:  # graphs compile with a symbolic lane dimension (see lane_tensors)
-            for t in self.lane_tensors():
-                torch._dynamo.mark_dynamic(t, 0)
 
-    def _graph(self, fn: Callable) -> Graph:
-        g = Graph(fn, self.compiled, lanes=self.ctx.num_lanes)
+    def _graph(self, fn: Callable, name: str) -> Graph:
+        """A graph of this runtime; compiled ones get a symbolic lane dimension (see lane_tensors)."""
+        g = Graph(fn, self.compiled, lanes=self.ctx.num_lanes, name=name, store=self.store,
+                  lane_tensors=self.lane_tensors)
         g.check(self._check_guards)
         self._graphs.append(g)
         return g
+
+    def __getstate__(self) -> dict:
+        """What compiled graphs record of this runtime to check their guards on another: the
+        state they read, without the simulation and the graphs themselves."""
+        skip = {"sim", "_graphs", "_step_graphs", "evaluate", "_reset_graph", "_stats_graph", "observe_graphs",
+                "host", "_reads", "store"}
+        return {k: v for k, v in vars(self).items() if k not in skip}
 
     def lane_tensors(self) -> list[Tensor]:
         """The per-lane state the graphs read and write: every tensor attribute of the context,
@@ -213,8 +272,8 @@ class TorchManagerRuntime:
             g.check(on)
 
     def warmup(self, groups: tuple[str, ...], progress: bool = True) -> None:
-        """Compile every graph now (each runs once; the state is left for the first reset to
-        overwrite). Inductor's on-disk cache makes this fast after the first time."""
+        """Compile or load every graph now (each runs once; the state is left for the first reset
+        to overwrite)."""
         from tqdm import tqdm
 
         L = self.ctx.num_lanes
@@ -228,8 +287,10 @@ class TorchManagerRuntime:
             jobs.append(("shared statistics", self._stats_graph, (mask,)))
         bar = tqdm(jobs, desc="torch.compile", unit="graph", disable=not progress, leave=False)
         for name, fn, args in bar:
-            bar.set_postfix_str(f"{name}: tens of seconds the first time, then Inductor's disk cache serves "
-                                "every lane count")
+            stored = fn.store is not None and fn.store.has(fn.name)
+            bar.set_postfix_str(f"{name}: loading the stored graph" if stored else
+                                f"{name}: tracing and compiling, tens of seconds; stored for later starts at "
+                                "any lane count")
             fn(*args)
 
     # ----------------------------------------------------------------------------- validation
@@ -343,52 +404,13 @@ class TorchManagerRuntime:
             self._redraw_timer(k, mask)
         ctx.dirty.masked_fill_(mask, False)  # the reset writes these lanes anyway
 
-    def step_graph(self, groups: tuple[str, ...]) -> Callable[..., None]:
+    def step_graph(self, groups: tuple[str, ...]) -> Graph:
         """The graph ``(*outs) -> None``: evaluate, then observe ``groups`` into ``outs`` for every
         lane (the RNG state between the two is kept for lanes observed again after an event)."""
         if groups not in self._step_graphs:
-            self._step_graphs[groups] = self._graph(self._evaluate_observe(groups))
+            step = EvaluateObserve(self, groups)
+            self._step_graphs[groups] = self._graph(step.__call__, f"step[{','.join(groups)}]")
         return self._step_graphs[groups]
-
-    def _evaluate_observe(self, groups: tuple[str, ...]) -> Callable[..., None]:
-        observers = [self._observer(g) for g in groups]
-
-        def evaluate_observe(*outs: Tensor) -> None:
-            ctx = self.ctx
-            self._evaluate()
-            self._rng_before_obs.copy_(ctx.rng.state)
-            for observe, out in zip(observers, outs):
-                observe(out, self._all)
-            self.done.copy_((self.terminated | self.truncated) & self.real)
-            self.flags.copy_(torch.stack([self.done.any(), (ctx.diverged & self.real).any(),
-                                          (ctx.dirty & self.real).any()]))
-
-        return evaluate_observe
-
-    def _observer(self, group: str) -> Callable[[Tensor, Tensor], None]:
-        terms = self.program.observations[group]
-        noise = self._noise[group]
-        dims = self.obs_dims[group]
-
-        def observe(out: Tensor, mask: Tensor) -> None:
-            # One draw of noise for the group, sliced per term; each term scaled, noised and
-            # clipped before the one concatenation: concatenating first and slicing the result
-            # makes Inductor compute every element through a chain of selects.
-            u = None if noise is None else self.ctx.rng.range(noise[0], noise[1], (sum(dims),), mask)
-            parts, start = [], 0
-            for t, d in zip(terms, dims):
-                x = _call(t, self.ctx)
-                if t.cfg.scale != 1.0:
-                    x = x * t.cfg.scale
-                if u is not None:
-                    x = x + u[:, start:start + d]
-                if t.cfg.clip is not None:
-                    x = x.clamp(t.cfg.clip[0], t.cfg.clip[1])
-                parts.append(x)
-                start += d
-            out.copy_(torch.where(mask.unsqueeze(-1), torch.cat(parts, dim=-1), out))
-
-        return observe
 
     # ----------------------------------------------------------------------------- step parts
     def seed(self, seed: int) -> None:

@@ -1,0 +1,193 @@
+"""GraphStore: compiled graphs on disk, so that a new process (at any lane count) loads them
+instead of tracing them again.
+
+Tracing a graph (Dynamo running the terms over fake tensors with a symbolic lane dimension) is
+most of a warm start, and Inductor's cache does not skip it. A graph compiled ahead of time
+(``torch.compile(...).aot_compile``) carries Dynamo's bytecode, Inductor's code and the guards
+that can be saved; loading it skips tracing.
+
+A stored graph is used only when all of these hold:
+
+- its name carries the *fingerprint* of what its runtime was built from (the resolved program:
+  task config, term functions by name and code, model facts, terrain), so another task or
+  another config never finds it;
+- every source file Dynamo traced through to build it hashes as it did then (the graph's
+  *manifest*), so an edited term, helper or runtime is traced afresh;
+- torch accepts it (same torch version and machine) and its guards pass on this runtime's
+  tensors (dtypes, sizes but the lane dimension, strides; numbers the graph baked in).
+
+Whatever fails, the graph is compiled again and the file rewritten (atomically: ranks of one
+run write the same names).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+FORMAT = 1  # bump when what a stored graph depends on changes in a way the checks above miss
+
+
+class Unstable(Exception):
+    """Part of an object has no identity that survives the process (an object known only by its
+    address)."""
+
+
+def _code(h: Any, code: types.CodeType) -> None:
+    h.update(code.co_code)
+    h.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars)).encode())
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _code(h, c)
+        else:
+            h.update(repr(c).encode())
+
+
+def _feed(h: Any, x: Any, seen: set[int]) -> None:
+    """Feed a canonical encoding of ``x`` into the hash ``h``."""
+    tag = type(x).__qualname__
+    h.update(tag.encode() + b"|")
+    if x is None or isinstance(x, (bool, int, float, complex, str, bytes)):
+        h.update(repr(x).encode())
+        return
+    if isinstance(x, enum.Enum):
+        h.update(f"{type(x).__module__}.{x.name}".encode())
+        return
+    if isinstance(x, np.ndarray):
+        h.update(f"{x.dtype}{x.shape}".encode())
+        h.update(hashlib.sha256(np.ascontiguousarray(x).tobytes()).digest())
+        return
+    if isinstance(x, torch.Tensor):
+        t = x.detach().cpu().contiguous()
+        h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+        h.update(hashlib.sha256(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"").digest())
+        return
+    if isinstance(x, (type, types.ModuleType)):
+        h.update(f"{getattr(x, '__module__', '')}.{x.__qualname__ if isinstance(x, type) else x.__name__}".encode())
+        return
+    if id(x) in seen:  # a cycle: its place is encoded by the first visit
+        h.update(b"<cycle>")
+        return
+    seen.add(id(x))
+    if isinstance(x, (tuple, list, frozenset, set)):
+        items = sorted(x, key=repr) if isinstance(x, (set, frozenset)) else x
+        h.update(str(len(items)).encode())
+        for v in items:
+            _feed(h, v, seen)
+    elif isinstance(x, dict):
+        h.update(str(len(x)).encode())
+        for k, v in x.items():
+            _feed(h, k, seen)
+            _feed(h, v, seen)
+    elif isinstance(x, functools.partial):
+        _feed(h, (x.func, x.args, x.keywords), seen)
+    elif isinstance(x, (types.FunctionType, types.MethodType)):
+        f = x.__func__ if isinstance(x, types.MethodType) else x
+        h.update(f"{f.__module__}.{f.__qualname__}".encode())
+        _code(h, f.__code__)
+        _feed(h, (f.__defaults__, f.__kwdefaults__), seen)
+        _feed(h, tuple(c.cell_contents for c in f.__closure__ or ()), seen)
+        if isinstance(x, types.MethodType):
+            _feed(h, x.__self__, seen)
+    elif dataclasses.is_dataclass(x):
+        for f in dataclasses.fields(x):
+            h.update(f.name.encode())
+            _feed(h, getattr(x, f.name), seen)
+    elif isinstance(x, types.BuiltinFunctionType):
+        h.update(f"{x.__module__}.{x.__qualname__}".encode())
+    elif hasattr(x, "__dict__"):
+        _feed(h, vars(x), seen)
+    elif " at 0x" in repr(x):
+        raise Unstable(f"{tag} object {x!r}")
+    else:
+        h.update(repr(x).encode())
+
+
+def fingerprint(*objects: Any) -> str | None:
+    """A hash of ``objects``' content that is the same in every process, or None when part of
+    them is known only by its address."""
+    h = hashlib.sha256(f"{FORMAT}|{torch.__version__}|{sys.version}".encode())
+    try:
+        for x in objects:
+            _feed(h, x, set())
+    except Unstable:
+        return None
+    return h.hexdigest()[:32]
+
+
+def _file_hash(module: str) -> str | None:
+    path = getattr(sys.modules.get(module), "__file__", None)
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
+    except OSError:
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphStore:
+    """Stored graphs of runtimes with fingerprint ``key``, in ``folder``."""
+
+    folder: Path
+    key: str
+
+    @classmethod
+    def of(cls, *objects: Any) -> GraphStore | None:
+        """The store for runtimes built from ``objects``, in ``default_folder()``; None when they
+        have no fingerprint."""
+        key = fingerprint(*objects)
+        return None if key is None else cls(cls.default_folder(), key)
+
+    @staticmethod
+    def default_folder() -> Path:
+        """Beside Inductor's code cache (``TORCHINDUCTOR_CACHE_DIR`` moves both): the graphs
+        need that code, and clearing that cache clears them too."""
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+        return Path(cache_dir()) / "motrix_gym_graphs"
+
+    def _path(self, name: str) -> Path:
+        safe = "".join(c if c.isalnum() else "_" for c in name)
+        return self.folder / f"{self.key}-{safe}.graph"
+
+    def has(self, name: str) -> bool:
+        """Whether a graph ``name`` is stored (it may still turn out stale)."""
+        return self._path(name).is_file()
+
+    def load(self, name: str) -> Any | None:
+        """Graph ``name`` as ``torch.compiler.load_compiled_function`` gives it back, or None when
+        none is stored, a file it was traced from changed, or torch refuses it."""
+        try:
+            with open(self._path(name), "rb") as f:
+                manifest = json.loads(f.readline())
+                if any(_file_hash(m) != h for m, h in manifest.items()):
+                    return None
+                return torch.compiler.load_compiled_function(f)
+        except Exception:  # absent, unreadable, from another torch: compile afresh
+            return None
+
+    def save(self, name: str, compiled: Any) -> None:
+        """Store ``compiled`` (from ``aot_compile``): one line naming the hash of each file it
+        traced, then torch's serialized graph."""
+        modules = sorted({s.module for s in compiled.source_info().inlined_sources})
+        manifest = {m: _file_hash(m) for m in modules}
+        if None in manifest.values():  # traced code without a file: never valid later
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.folder) as tmp:
+            part = Path(tmp) / "graph"
+            compiled.save_compiled_function(str(part))
+            whole = Path(tmp) / "whole"
+            whole.write_bytes(json.dumps(manifest).encode() + b"\n" + part.read_bytes())
+            os.replace(whole, self._path(name))

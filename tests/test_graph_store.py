@@ -1,0 +1,120 @@
+"""Compiled graphs stored on disk: loaded only for the same program, unedited sources and
+passing guards; anything else compiles afresh."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from motrix_gym.runtime.graph import Graph
+from motrix_gym.runtime.graph_store import GraphStore, fingerprint
+
+MODULE = """
+import torch
+
+
+class Bump:
+    def __init__(self, n):
+        self.x = torch.zeros(n)
+
+    def run(self, k):
+        self.x.add_(k)
+"""
+
+
+@pytest.fixture
+def bump_module(tmp_path, monkeypatch):
+    """A module of its own, in a file the test may edit."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "bump_mod.py").write_text(MODULE)
+    monkeypatch.syspath_prepend(str(src))
+    mod = importlib.import_module("bump_mod")
+    yield mod, src / "bump_mod.py"
+    sys.modules.pop("bump_mod", None)
+
+
+def run_once(store: GraphStore, obj, k: float = 1.0) -> Graph:
+    g = Graph(obj.run, compile=True, name="run", store=store)
+    g(torch.tensor(k))
+    return g
+
+
+def test_a_stored_graph_is_loaded_and_runs_on_the_new_objects_state(bump_module, tmp_path):
+    mod, _ = bump_module
+    store = GraphStore(tmp_path / "graphs", "key")
+    first = mod.Bump(3)
+    assert not run_once(store, first).loaded
+    second = mod.Bump(3)
+    g = run_once(store, second, 2.0)
+    assert g.loaded
+    g(torch.tensor(3.0))
+    g(torch.tensor(4.0))  # the launched kernel
+    assert torch.equal(second.x, torch.full((3,), 9.0)) and torch.equal(first.x, torch.ones(3))
+    assert not run_once(GraphStore(tmp_path / "graphs", "other"), mod.Bump(3)).loaded  # another program
+
+
+def test_failing_guards_an_edited_source_or_a_broken_file_compile_afresh(bump_module, tmp_path):
+    mod, path = bump_module
+    store = GraphStore(tmp_path / "graphs", "key")
+    run_once(store, mod.Bump(3))
+    other = mod.Bump(4)  # another shape: the stored graph's guards refuse it
+    g = run_once(store, other)
+    assert not g.loaded and torch.equal(other.x, torch.ones(4))
+    assert run_once(store, mod.Bump(4)).loaded  # the file now holds the (4,) graph
+    path.write_text(MODULE + "\n# edited\n")
+    assert not run_once(store, mod.Bump(4)).loaded
+    (stored,) = (tmp_path / "graphs").glob("*.graph")
+    stored.write_bytes(stored.read_bytes()[:200])
+    bumped = mod.Bump(4)
+    assert not run_once(store, bumped).loaded and torch.equal(bumped.x, torch.ones(4))
+
+
+def test_only_bound_methods_without_free_variables_can_be_stored(tmp_path):
+    x = torch.zeros(2)
+
+    def f(k):
+        x.add_(k)
+
+    with pytest.raises(ValueError, match="only a bound method"):
+        Graph(f, compile=True, store=GraphStore(tmp_path, "k"))
+
+
+def test_the_program_fingerprint_is_the_same_in_every_process_and_follows_the_config():
+    from motrix_gym.envs import task_config
+    from motrix_gym.manager.resolver import resolve
+    from motrix_gym.sim.scene import build_model, height_map, model_info
+
+    def program(cfg):
+        return resolve(cfg, model_info(build_model(cfg.scene, cfg.sim_dt), height_map(cfg.scene.terrain)))
+
+    cfg = task_config("G1WalkRough")
+    here = fingerprint(program(cfg))
+    code = textwrap.dedent("""
+        from motrix_gym.envs import task_config
+        from motrix_gym.manager.resolver import resolve
+        from motrix_gym.runtime.graph_store import fingerprint
+        from motrix_gym.sim.scene import build_model, height_map, model_info
+        cfg = task_config("G1WalkRough")
+        print(fingerprint(resolve(cfg, model_info(build_model(cfg.scene, cfg.sim_dt), height_map(cfg.scene.terrain)))))
+    """)
+    there = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.strip()
+    assert here is not None and here == there
+    reward = dataclasses.replace(cfg.rewards[0], weight=cfg.rewards[0].weight + 1.0)
+    assert fingerprint(program(dataclasses.replace(cfg, rewards=(reward, *cfg.rewards[1:])))) != here
+    assert fingerprint(program(task_config("G1WalkFlat"))) != here
+
+
+def test_objects_known_only_by_their_address_have_no_fingerprint():
+    class Opaque:
+        __slots__ = ()
+
+    assert fingerprint(Opaque()) is None
+    assert fingerprint((1, 2.0, "a")) == fingerprint((1, 2.0, "a")) != fingerprint((1, 2.0, "b"))
+    assert fingerprint(lambda x: x + 1) == fingerprint(lambda x: x + 1) != fingerprint(lambda x: x + 2)
