@@ -67,13 +67,25 @@ def test_failing_guards_an_edited_source_or_a_broken_file_compile_afresh(bump_mo
     other = mod.Bump(4)  # another shape: the stored graph's guards refuse it
     g = run_once(store, other)
     assert not g.loaded and torch.equal(other.x, torch.ones(4))
-    assert run_once(store, mod.Bump(4)).loaded  # the file now holds the (4,) graph
+    assert run_once(store, mod.Bump(4)).loaded and run_once(store, mod.Bump(3)).loaded  # two versions
     path.write_text(MODULE + "\n# edited\n")
     assert not run_once(store, mod.Bump(4)).loaded
-    (stored,) = (tmp_path / "graphs").glob("*.graph")
-    stored.write_bytes(stored.read_bytes()[:200])
+    for stored in (tmp_path / "graphs").glob("*.graph"):
+        stored.write_bytes(stored.read_bytes()[:200])
     bumped = mod.Bump(4)
     assert not run_once(store, bumped).loaded and torch.equal(bumped.x, torch.ones(4))
+
+
+def test_a_graph_keeps_a_few_versions_and_replaces_the_oldest(bump_module, tmp_path):
+    from motrix_gym.runtime.graph_store import VERSIONS
+
+    mod, _ = bump_module
+    store = GraphStore(tmp_path / "graphs", "key")
+    for n in range(2, 3 + VERSIONS):
+        assert not run_once(store, mod.Bump(n)).loaded
+    assert len(list((tmp_path / "graphs").glob("*.graph"))) == VERSIONS
+    assert not run_once(store, mod.Bump(2)).loaded  # the oldest went
+    assert run_once(store, mod.Bump(2 + VERSIONS)).loaded
 
 
 def test_only_bound_methods_without_free_variables_can_be_stored(tmp_path):
@@ -118,3 +130,13 @@ def test_objects_known_only_by_their_address_have_no_fingerprint():
     assert fingerprint(Opaque()) is None
     assert fingerprint((1, 2.0, "a")) == fingerprint((1, 2.0, "a")) != fingerprint((1, 2.0, "b"))
     assert fingerprint(lambda x: x + 1) == fingerprint(lambda x: x + 1) != fingerprint(lambda x: x + 2)
+
+
+def test_a_store_that_cannot_be_written_warns_and_the_graph_runs(bump_module, tmp_path):
+    mod, _ = bump_module
+    blocked = tmp_path / "a_file"
+    blocked.write_text("")
+    obj = mod.Bump(3)
+    with pytest.warns(UserWarning, match="not stored"):
+        run_once(GraphStore(blocked, "key"), obj)
+    assert torch.equal(obj.x, torch.ones(3))

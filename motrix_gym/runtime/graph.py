@@ -226,9 +226,8 @@ class Graph:
         if bad:
             raise TypeError(f"graph {self.name!r}: compiled graphs take tensors only, got {', '.join(bad)} (a "
                             "number would be baked into the graph: pass it as a tensor)")
-        aot = self.store.load(self.name) if self.store is not None else None
-        if aot is not None and not aot.guard_check(*self._args(args)):
-            aot = None
+        full = self._args(args)
+        aot = self.store.load(self.name, lambda a: a.guard_check(*full)) if self.store is not None else None
         self.loaded = aot is not None
         if aot is None:
             aot = self._compile(args)

@@ -16,8 +16,8 @@ A stored graph is used only when all of these hold:
 - torch accepts it (same torch version and machine) and its guards pass on this runtime's
   tensors (dtypes, sizes but the lane dimension, strides; numbers the graph baked in).
 
-Whatever fails, the graph is compiled again and the file rewritten (atomically: ranks of one
-run write the same names).
+Whatever fails, the graph is compiled again and stored as another version of it (files are
+written atomically: ranks of one run write the same names).
 """
 
 from __future__ import annotations
@@ -31,12 +31,17 @@ import os
 import sys
 import tempfile
 import types
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+# Versions kept per graph: a graph may specialize on its lane count (a branch on whether there
+# are more lanes than motion frames, say), and each specialization is a version of its own.
+VERSIONS = 4
 FORMAT = 1  # bump when what a stored graph depends on changes in a way the checks above miss
 
 
@@ -157,25 +162,36 @@ class GraphStore:
 
         return Path(cache_dir()) / "motrix_gym_graphs"
 
-    def _path(self, name: str) -> Path:
+    def _versions(self, name: str) -> list[Path]:
         safe = "".join(c if c.isalnum() else "_" for c in name)
-        return self.folder / f"{self.key}-{safe}.graph"
+        return [self.folder / f"{self.key}-{safe}.{i}.graph" for i in range(VERSIONS)]
 
     def has(self, name: str) -> bool:
-        """Whether a graph ``name`` is stored (it may still turn out stale)."""
-        return self._path(name).is_file()
+        """Whether a version of graph ``name`` is stored (it may still turn out stale)."""
+        return any(p.is_file() for p in self._versions(name))
 
-    def load(self, name: str) -> Any | None:
-        """Graph ``name`` as ``torch.compiler.load_compiled_function`` gives it back, or None when
-        none is stored, a file it was traced from changed, or torch refuses it."""
-        try:
-            with open(self._path(name), "rb") as f:
-                manifest = json.loads(f.readline())
-                if any(_file_hash(m) != h for m, h in manifest.items()):
-                    return None
-                return torch.compiler.load_compiled_function(f)
-        except Exception:  # absent, unreadable, from another torch: compile afresh
-            return None
+    def load(self, name: str, accept: Callable[[Any], bool]) -> Any | None:
+        """The first stored version of graph ``name`` (as ``torch.compiler.load_compiled_function``
+        gives it back) that ``accept`` takes (its guards pass), or None. A version whose traced
+        files changed, that is unreadable or that torch refuses is skipped."""
+        for path in self._versions(name):
+            try:
+                with open(path, "rb") as f:
+                    manifest = json.loads(f.readline())
+                    if any(_file_hash(m) != h for m, h in manifest.items()):
+                        continue
+                    compiled = torch.compiler.load_compiled_function(f)
+            except Exception:  # absent, unreadable, from another torch
+                continue
+            if accept(compiled):
+                return compiled
+        return None
+
+    def _slot(self, name: str) -> Path:
+        """Where a new version of ``name`` goes: a free slot, else the one written longest ago."""
+        versions = self._versions(name)
+        free = [p for p in versions if not p.is_file()]
+        return free[0] if free else min(versions, key=lambda p: p.stat().st_mtime)
 
     def save(self, name: str, compiled: Any) -> None:
         """Store ``compiled`` (from ``aot_compile``): one line naming the hash of each file it
@@ -184,10 +200,13 @@ class GraphStore:
         manifest = {m: _file_hash(m) for m in modules}
         if None in manifest.values():  # traced code without a file: never valid later
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=self.folder) as tmp:
-            part = Path(tmp) / "graph"
-            compiled.save_compiled_function(str(part))
-            whole = Path(tmp) / "whole"
-            whole.write_bytes(json.dumps(manifest).encode() + b"\n" + part.read_bytes())
-            os.replace(whole, self._path(name))
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=self.folder) as tmp:
+                part = Path(tmp) / "graph"
+                compiled.save_compiled_function(str(part))
+                whole = Path(tmp) / "whole"
+                whole.write_bytes(json.dumps(manifest).encode() + b"\n" + part.read_bytes())
+                os.replace(whole, self._slot(name))
+        except Exception as e:  # the graph runs all the same; the next start compiles it again
+            warnings.warn(f"compiled graph {name!r} not stored in {self.folder}: {e!r}", stacklevel=2)
