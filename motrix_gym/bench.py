@@ -139,12 +139,12 @@ def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bo
 
     mask = torch.ones(rt.ctx.num_lanes, dtype=torch.bool)
     out = torch.zeros(rt.ctx.num_lanes, sum(rt.obs_dims["policy"]))
-    step_fast, step_eager = rt.step_graph(u.obs_groups), rt.step_graph(u.obs_groups).eager
+    step, observe = rt.step_graph(u.obs_groups), rt.observe_graphs["policy"]
     graphs = {
-        "step": (lambda *o: (rt.read(), step_fast(*o)), lambda *o: (rt.read(), step_eager(*o)),
+        "step": (lambda *o: (rt.read(), step(*o)), lambda *o: (rt.read(), step.eager(*o)),
                  [torch.zeros(rt.ctx.num_lanes, sum(rt.obs_dims[g])) for g in u.obs_groups]),
         "reset": (rt._reset_graph, rt._reset, (mask,)),
-        "observe": (rt.observe_graphs["policy"], rt.observe_graphs["policy"].eager, (out, mask)),
+        "observe": (observe, observe.eager, (out, mask)),
     }
     runtime_ms, eager_ms = {}, {}
     for name, (fast, eager, args) in graphs.items():

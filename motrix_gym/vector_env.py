@@ -139,7 +139,7 @@ class MotrixVectorEnv(VectorEnv):
         self.runtime = rt = TorchManagerRuntime(program, self.sim, compile=compile, lane_offset=lane_offset,
                                                 ranks=self.ranks, store=GraphStore.of(program) if compile else None)
         self.torch_threads = torch_threads
-        if probe is not None:
+        if compile:
             probe.join()
             with torch_threads_ctx(torch_threads):
                 rt.warmup(groups, progress)
