@@ -25,10 +25,11 @@ class MotrixEnv(gymnasium.Env):
 
     def __init__(self, task: str | TaskConfig, *, render_mode: str | None = None, compile: bool = False,
                  obs_groups: tuple[str, ...] | str = ("policy",), lane_offset: int = 0,
-                 nthread: int | None = 1, width: int = 640, height: int = 480, **task_options: Any) -> None:
+                 nthread: int | None = 1, width: int = 640, height: int = 480, backend: str = "mujoco",
+                 **task_options: Any) -> None:
         self.vec = MotrixVectorEnv(task, 1, compile=compile, obs_groups=obs_groups, lane_offset=lane_offset,
                                    autoreset_mode=AutoresetMode.DISABLED, render_mode=render_mode,
-                                   nthread=nthread, width=width, height=height, **task_options)
+                                   nthread=nthread, width=width, height=height, backend=backend, **task_options)
         self.observation_space = self.vec.single_observation_space
         self.action_space = self.vec.single_action_space
         self.render_mode = render_mode

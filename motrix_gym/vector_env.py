@@ -41,7 +41,7 @@ from motrix_gym.runtime.graph import probe_cpu_in_background
 from motrix_gym.runtime.graph_store import GraphStore
 from motrix_gym.runtime.runtime import TorchManagerRuntime
 from motrix_gym.runtime.runtime import torch_threads as torch_threads_ctx
-from motrix_gym.sim.mujoco_batch import MujocoBatchSim
+from motrix_gym.sim.backend import BACKENDS, make_sim
 from motrix_gym.sim.scene import build_model, build_sensing_model, height_map, model_info
 
 OUTPUTS = ("numpy", "torch")
@@ -59,7 +59,10 @@ class MotrixVectorEnv(VectorEnv):
         obs_groups: observation groups to return; one group gives a Box, several a Dict.
         compile: run the runtime's graphs through ``torch.compile`` (default) or eagerly.
         device: where torch outputs live (the simulation and runtime run on the CPU).
-        nthread: MuJoCo threads (default: all cores this process may use).
+        nthread: MuJoCo threads (default: all cores this process may use; backend "mujoco").
+        backend: ``"mujoco"`` (C MuJoCo's batch on CPU threads) or ``"warp"`` (MuJoCo Warp, on
+            Warp's CPU device: float32 and single-threaded, for parity and for code that will
+            run on a GPU).
         torch_threads: torch intra-op threads while the runtime runs (the caller's setting is
             restored after each call).
         lane_offset: global number of lane 0, for RNG streams shared across processes.
@@ -83,7 +86,7 @@ class MotrixVectorEnv(VectorEnv):
                  device: str | torch.device = "cpu", nthread: int | None = None, torch_threads: int = 1,
                  lane_offset: int = 0, render_mode: str | None = None, render_lane: int | Sequence[int] = 0,
                  width: int = 640, height: int = 480, progress: bool = True, current_kinematics: bool = True,
-                 distributed: bool = False, **task_options: Any) -> None:
+                 distributed: bool = False, backend: str = "mujoco", **task_options: Any) -> None:
         self._closed = True  # until fully built, so close()/__del__ on a failed init are safe
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
@@ -108,6 +111,12 @@ class MotrixVectorEnv(VectorEnv):
             raise ValueError(f"torch_threads must be an int >= 1, got {torch_threads!r}")
         if not isinstance(lane_offset, int) or lane_offset < 0:
             raise ValueError(f"lane_offset must be an int >= 0, got {lane_offset!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if backend == "warp" and (nthread not in (None, 1) or not current_kinematics):
+            raise ValueError("backend 'warp' runs one thread (Warp's CPU device) with current kinematics: "
+                             f"nthread must be None or 1 and current_kinematics True, got {nthread!r} and "
+                             f"{current_kinematics!r}")
         if distributed and mode != AutoresetMode.SAME_STEP:
             raise ValueError(f"distributed=True runs with autoreset_mode SAME_STEP, got {mode}")
         self.ranks = Ranks.join(num_envs, lane_offset) if distributed else Ranks()
@@ -134,8 +143,9 @@ class MotrixVectorEnv(VectorEnv):
         program = resolve(cfg, model_info(model, height_map(cfg.scene.terrain)))
         self.task = cfg
         sensing = build_sensing_model(cfg.scene, cfg.sim_dt, program.sensors) if current_kinematics else None
-        self.sim = MujocoBatchSim(model, num_envs, nthread, reads=program.reads, sensing=sensing,
-                                  stage=program.read_stage)
+        self.backend = backend
+        self.sim = make_sim(backend, model, num_envs, nthread, reads=program.reads, sensing=sensing,
+                            stage=program.read_stage)
         self.runtime = rt = TorchManagerRuntime(program, self.sim, compile=compile, lane_offset=lane_offset,
                                                 ranks=self.ranks, store=GraphStore.of(program) if compile else None)
         self.torch_threads = torch_threads

@@ -13,6 +13,7 @@ from motrix_gym.vector_env import MotrixVectorEnv
 
 TASK = "G1WalkFlat"
 ENV_ID = "Motrix/G1WalkFlat-v0"
+BACKENDS = ("mujoco", "warp")  # tests of the env's contracts run on both
 
 warnings.filterwarnings("ignore", message=".*Box .*space.*")
 
@@ -40,9 +41,14 @@ def snapshot(env: MotrixVectorEnv) -> dict[str, torch.Tensor]:
     return out
 
 
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    return request.param
+
+
 @pytest.fixture
-def env4():
-    env = make(4)
+def env4(backend):
+    env = make(4, backend=backend)
     env.reset(seed=0)
     yield env
     env.close()

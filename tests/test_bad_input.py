@@ -35,8 +35,8 @@ def test_bad_actions_raise_and_change_nothing(env4, bad):
     assert_same_state(before, snapshot(env4))
 
 
-def test_step_after_error_equals_step_without_it():
-    a, b = make(4), make(4)
+def test_step_after_error_equals_step_without_it(backend):
+    a, b = make(4, backend=backend), make(4, backend=backend)
     a.reset(seed=0)
     b.reset(seed=0)
     act = np.random.default_rng(0).standard_normal((4, 29)).astype(np.float32)

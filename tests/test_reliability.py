@@ -21,8 +21,8 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * 4096 / 2**20
 
 
-def test_diverged_lanes_are_terminated_reset_and_counted():
-    a, b = make(8), make(8)
+def test_diverged_lanes_are_terminated_reset_and_counted(backend):
+    a, b = make(8, backend=backend), make(8, backend=backend)
     a.reset(seed=0)
     b.reset(seed=0)
     acts = random_actions(30, 8, 29, std=0.3)

@@ -1,6 +1,7 @@
 """What the runtime needs of a physics backend, and nothing that names the engine behind it.
 
-``sim/mujoco_batch.py`` implements it over ``mujoco.batch.Batch``. The runtime reads and writes
+``sim/mujoco_batch.py`` implements it over ``mujoco.batch.Batch``, ``sim/warp_batch.py`` over
+MuJoCo Warp; ``make_sim`` imports the one asked for. The runtime reads and writes
 the state through ``arrays`` (host views, ``(num_envs, ...)``, over the backend's own memory),
 and knows the model only through ``resolver.ModelInfo``.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
+
+BACKENDS = ("mujoco", "warp")
 
 
 class SimBackend(Protocol):
@@ -37,3 +40,16 @@ class SimBackend(Protocol):
 
     def close(self) -> None:
         """Free the lanes."""
+
+
+def make_sim(backend: str, model, num_envs: int, nthread: int | None, reads: tuple[str, ...], sensing,
+             stage: int) -> SimBackend:
+    """The ``backend`` simulation of ``num_envs`` lanes of ``model`` (an ``MjModel``; ``sensing``:
+    the sensing model or None), reading ``reads`` up to ``stage``."""
+    if backend == "mujoco":
+        from motrix_gym.sim.mujoco_batch import MujocoBatchSim
+        return MujocoBatchSim(model, num_envs, nthread, reads=reads, sensing=sensing, stage=stage)
+    if backend == "warp":
+        from motrix_gym.sim.warp_batch import WarpBatchSim
+        return WarpBatchSim(model, num_envs, reads=reads, sensing=sensing, stage=stage)
+    raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")

@@ -1,0 +1,252 @@
+"""The MuJoCo Warp backend: every lane a world of one ``mujoco_warp`` model, on Warp's CPU device.
+
+It implements ``backend.SimBackend`` over the same compiled models as ``mujoco_batch``: the
+physics model steps ``decimation`` substeps, and a sensing model (``scene.build_sensing_model``)
+forwards each new state so that frames, velocities and sensors describe it. ``arrays`` are numpy
+views of Warp's own float32 arrays (on the CPU device they share memory), so the runtime reads and
+writes them exactly as it does the C backend's.
+
+Warp cannot step or forward a subset of its worlds, which sets three rules here:
+
+- ``step(ids)`` steps every world, then puts back what the runtime reads of the lanes outside
+  ``ids`` (those lanes are about to be reset, and must look unstepped until then);
+- ``reset`` and ``randomize`` forward every world of the sensing model; the lanes not written
+  recompute the same values from the same state;
+- per-lane model fields are batched from the start (``put_model``'s ``batch_sizes``), and the
+  constants derived from them are recomputed by ``mujoco_warp.set_const`` on a scratch data, so
+  that the live lanes' state is never touched.
+
+Lanes whose state becomes non-finite or leaves MuJoCo's bound (1e10) are reported as failed and
+reset to the model's defaults, as C MuJoCo does; so are lanes that overflow the contact or
+constraint buffers (``nconmax``, ``njmax``), with a warning the first time.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from motrix_gym.sim.engine import mujoco
+
+try:
+    import mujoco_warp as mjw
+    import warp as wp
+except ImportError as e:  # optional dependency
+    raise ImportError("backend='warp' needs mujoco-warp and warp-lang: pip install 'motrix-gym[warp]'") from e
+
+# Warp otherwise prints a line for every kernel module it loads; set it back after this import to
+# see them.
+wp.config.quiet = True
+
+STATE = ("qpos", "qvel", "ctrl")
+PHYSICS = (*STATE, "actuator_force", "qacc")  # read from the physics data; the rest from the sensing data
+# Model fields written per lane by ``randomize`` / ``randomize_ball``, and those ``set_const``
+# derives from them (a field left unbatched would hold lane 0's value for every lane).
+LANE_FIELDS = ("geom_friction", "body_mass", "body_inertia", "body_ipos", "actuator_gainprm", "actuator_biasprm",
+               "geom_size", "geom_rbound", "geom_aabb", "geom_solref", "dof_damping")
+DERIVED_FIELDS = ("body_subtreemass", "dof_invweight0", "body_invweight0", "actuator_acc0", "tendon_invweight0")
+_O = mjw.OverflowType
+# Buffers that, once full, drop contacts or constraints. Reaching the solver's iteration limit is
+# not among them: C MuJoCo stops there too.
+OVERFLOWS = _O.NEFC | _O.NJMAX_NNZ | _O.BROADPHASE | _O.NARROWPHASE | _O.CCD | _O.HFIELD | _O.NVMAX
+MAX_VALUE = 1e10  # mjMAXVAL: C MuJoCo resets a lane whose qpos, qvel or qacc exceeds it
+DEVICES = ("cpu",)
+
+
+def _put(model: mujoco.MjModel, num_envs: int, lane_fields: bool) -> mjw.Model:
+    sizes = {f: num_envs for f in (*LANE_FIELDS, *DERIVED_FIELDS)} if lane_fields else {}
+    m = mjw.put_model(model, batch_sizes={f: n for f, n in sizes.items() if getattr(model, f).size})
+    m.opt.warn_overflow = 0  # checked after each step instead, as an error
+    return m
+
+
+class WarpBatchSim:
+    """``num_envs`` worlds of ``model`` on Warp's ``device``, stepped together.
+
+    ``nconmax`` and ``njmax`` size the contact and constraint buffers per world (a lane that
+    needs more fails). ``lane_fields``: batch the model fields that ``randomize`` writes.
+    ``sensing`` is required: without it, a forward pass of every world after a reset would move
+    the other lanes' derived fields from the start of their last substep to its end.
+    """
+
+    def __init__(self, model: mujoco.MjModel, num_envs: int, reads: tuple[str, ...],
+                 sensing: mujoco.MjModel | None, stage: int = mujoco.mjtStage.mjSTAGE_VEL, *,
+                 device: str = "cpu", nconmax: int = 64, njmax: int = 300, lane_fields: bool = True) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if device not in DEVICES:
+            raise ValueError(f"the warp backend runs on Warp's device {DEVICES}, got {device!r}")
+        if sensing is None:
+            raise ValueError("the warp backend needs current kinematics (a sensing model)")
+        if isinstance(stage, bool) or stage not in (mujoco.mjtStage.mjSTAGE_POS, mujoco.mjtStage.mjSTAGE_VEL):
+            raise ValueError(f"stage must be mjSTAGE_POS (1) or mjSTAGE_VEL (2), got {stage!r}")
+        for name, v in (("nconmax", nconmax), ("njmax", njmax)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        self.model, self.num_envs, self.nthread = model, num_envs, 1
+        self.nconmax, self.njmax, self._warned = nconmax, njmax, False
+        self.device = wp.get_device(device)
+        self.velocity = stage == mujoco.mjtStage.mjSTAGE_VEL
+        with wp.ScopedDevice(self.device):
+            self.m = _put(model, num_envs, lane_fields)
+            self.d = mjw.make_data(model, nworld=num_envs, nconmax=nconmax, njmax=njmax)
+            self.sm = _put(sensing, num_envs, lane_fields)
+            self.sd = mjw.make_data(sensing, nworld=num_envs, nconmax=nconmax, njmax=njmax)
+            # set_const's scratch: it moves a data to qpos0 and recomputes it
+            self._scratch = (mjw.make_data(model, nworld=num_envs, nconmax=nconmax, njmax=njmax),
+                             mjw.make_data(sensing, nworld=num_envs, nconmax=nconmax, njmax=njmax))
+        self.arrays: dict[str, np.ndarray] = {
+            name: getattr(self.d if name in PHYSICS else self.sd, name).numpy()
+            for name in (*reads, *STATE)}
+        for name, a in self.arrays.items():
+            if a.shape[0] != num_envs:
+                raise ValueError(f"warp field {name!r} has shape {a.shape}, not one row per lane")
+        self.views: dict[str, Tensor] = {name: torch.from_numpy(a) for name, a in self.arrays.items()}
+        self.qpos, self.qvel, self.ctrl = self.views["qpos"], self.views["qvel"], self.views["ctrl"]
+        self._all = wp.ones(num_envs, dtype=bool, device=self.device)
+        self._mask = wp.zeros(num_envs, dtype=bool, device=self.device)
+        self._sense(None)
+
+    # --------------------------------------------------------------------------------- step
+    def step(self, nstep: int, ids: np.ndarray | None = None) -> np.ndarray:
+        """Advance every world by ``nstep`` substeps; lanes outside ``ids`` (when given) read as
+        before. Returns the ids of lanes that became unstable (now reset to the model's defaults)."""
+        kept = None
+        if ids is not None:
+            out = np.ones(self.num_envs, bool)
+            out[ids] = False
+            kept = np.flatnonzero(out)
+            saved = {name: a[kept].copy() for name, a in self.arrays.items()}
+        with wp.ScopedDevice(self.device):
+            self.d.overflow.zero_()
+            for _ in range(nstep):
+                mjw.step(self.m, self.d)
+            failed = np.union1d(self._unstable(), self._overflowed())
+            if len(failed):
+                self._reset_worlds(failed)
+            self._sense(None)
+        if kept is not None:
+            for name, a in self.arrays.items():
+                a[kept] = saved[name]
+            failed = np.setdiff1d(failed, kept)
+        return failed
+
+    def _overflowed(self) -> np.ndarray:
+        """Lanes whose contacts or constraints did not fit the buffers (their step dropped some):
+        failed, as a C MuJoCo lane that runs out of memory; the first time, a warning says which
+        limit to raise."""
+        over = self.d.overflow.numpy() & int(OVERFLOWS)
+        lanes = np.flatnonzero(over)
+        if len(lanes) and not self._warned:
+            self._warned = True
+            kinds = [k.name for k in _O if k & OVERFLOWS and k & int(np.bitwise_or.reduce(over[lanes]))]
+            warnings.warn(f"mujoco_warp overflowed {kinds} in lanes {lanes[:10].tolist()}: more contacts or "
+                          f"constraints than the buffers hold (nconmax={self.nconmax}, njmax={self.njmax}). "
+                          "Those lanes failed and were reset; raise the limits if this is not a diverging lane.",
+                          RuntimeWarning, stacklevel=3)
+        return lanes
+
+    def _unstable(self) -> np.ndarray:
+        bad = np.zeros(self.num_envs, bool)
+        with np.errstate(invalid="ignore"):
+            for name in ("qpos", "qvel", "qacc"):
+                a = getattr(self.d, name).numpy()
+                bad |= ~(np.abs(a) <= MAX_VALUE).all(-1)  # NaN compares False
+        return np.flatnonzero(bad)
+
+    def _reset_worlds(self, ids: np.ndarray) -> None:
+        mask = self._mask.numpy()
+        mask[:] = False
+        mask[ids] = True
+        mjw.reset_data(self.m, self.d, self._mask)
+
+    def _sense(self, ids: np.ndarray | None) -> None:
+        """Forward every world of the sensing data, after copying lanes ``ids`` (all when None)
+        of the physics state into it."""
+        with wp.ScopedDevice(self.device):
+            if ids is None:
+                wp.copy(self.sd.qpos, self.d.qpos)
+                wp.copy(self.sd.qvel, self.d.qvel)
+            else:
+                for f in ("qpos", "qvel"):
+                    getattr(self.sd, f).numpy()[ids] = getattr(self.d, f).numpy()[ids]
+            m, d = self.sm, self.sd
+            mjw.fwd_position(m, d, factorize=False)
+            d.sensordata.zero_()
+            mjw.sensor_pos(m, d)
+            if self.velocity:
+                mjw.fwd_velocity(m, d)
+                mjw.sensor_vel(m, d)
+
+    # -------------------------------------------------------------------------------- writes
+    def reset(self, ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray, full: bool = True) -> None:
+        """Write lanes ``ids``' positions and velocities (``full``: after resetting the lanes to
+        the model's defaults) and bring the derived fields up to date."""
+        if len(ids) == 0:
+            return
+        with wp.ScopedDevice(self.device):
+            if full:
+                self._reset_worlds(ids)
+            self.arrays["qpos"][ids] = qpos
+            self.arrays["qvel"][ids] = qvel
+            self._sense(ids)
+
+    def _lane_field(self, model: mjw.Model, name: str) -> np.ndarray:
+        a = getattr(model, name)
+        if a.shape[0] != self.num_envs:
+            raise RuntimeError(f"model field {name!r} is not batched per lane (lane_fields=False)")
+        return a.numpy()
+
+    def _set_const(self, which: tuple[int, ...]) -> None:
+        with wp.ScopedDevice(self.device):
+            for k in which:
+                mjw.set_const((self.m, self.sm)[k], self._scratch[k])
+
+    def randomize(self, ids: np.ndarray, friction_geoms: tuple[int, ...], bodies: tuple[int, ...], root: int,
+                  friction: np.ndarray, mass_scale: np.ndarray, com_offset: np.ndarray, kp_scale: np.ndarray,
+                  kd_scale: np.ndarray) -> None:
+        """Per-lane model values for lanes ``ids``, as ``MujocoBatchSim.randomize`` writes them."""
+        if len(ids) == 0:
+            return
+        mj, b = self.model, list(bodies)
+        f = lambda name: self._lane_field(self.m, name)  # noqa: E731
+        if friction_geoms:
+            f("geom_friction")[np.ix_(ids, friction_geoms, [0])] = friction[:, None, None]
+        for model in (self.m, self.sm):
+            g = lambda name, model=model: self._lane_field(model, name)  # noqa: E731
+            g("body_mass")[np.ix_(ids, b)] = mj.body_mass[b] * mass_scale[:, None]
+            g("body_inertia")[np.ix_(ids, b)] = mj.body_inertia[b] * mass_scale[:, None, None]
+            g("body_ipos")[ids, root] = mj.body_ipos[root] + com_offset
+        kp, kv = mj.actuator_gainprm[:, 0], -mj.actuator_biasprm[:, 2]
+        f("actuator_gainprm")[ids, :, 0] = kp * kp_scale[:, None]
+        bias = f("actuator_biasprm")
+        bias[ids, :, 1] = -kp * kp_scale[:, None]
+        bias[ids, :, 2] = -kv * kd_scale[:, None]
+        self._set_const((0, 1))
+
+    def randomize_ball(self, ids: np.ndarray, body: int, geom: int, dof: int, radius: np.ndarray, mass: np.ndarray,
+                       friction: np.ndarray, softness: np.ndarray, damping: np.ndarray) -> None:
+        """Per-lane ball for lanes ``ids``, as ``MujocoBatchSim.randomize_ball`` writes it (its
+        collision bounds follow its radius through ``set_const``)."""
+        if len(ids) == 0:
+            return
+        for model in (self.m, self.sm):
+            self._lane_field(model, "geom_size")[ids, geom, 0] = radius
+        f = lambda name: self._lane_field(self.m, name)  # noqa: E731
+        f("body_mass")[ids, body] = mass
+        f("body_inertia")[ids, body] = (2.0 / 3.0 * mass * radius**2)[:, None]
+        f("geom_friction")[ids, geom, 0] = friction
+        f("geom_solref")[ids, geom, 0] = softness
+        f("dof_damping")[ids, dof:dof + 6] = damping[:, None]
+        self._set_const((0, 1))
+
+    def close(self) -> None:
+        """Drop every view and Warp array."""
+        self.views.clear()
+        self.arrays.clear()
+        self.qpos = self.qvel = self.ctrl = None  # type: ignore[assignment]
+        self.m = self.d = self.sm = self.sd = None  # type: ignore[assignment]
+        self._scratch = ()
