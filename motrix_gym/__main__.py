@@ -38,7 +38,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     import motrix_gym  # noqa: F401
 
     t0 = time.perf_counter()
-    env = gym.make_vec(_id(args.env_id), num_envs=args.num_envs, compile=args.compile)
+    env = gym.make_vec(_id(args.env_id), num_envs=args.num_envs, compile=args.compile, backend=args.backend)
     env.reset(seed=args.seed)
     u = env.unwrapped
     gen = torch.Generator().manual_seed(args.seed)  # the policy's randomness, not the env's
@@ -169,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--action-std", type=float, default=0.5)
     run.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
                      help="torch.compile the runtime (default) or run it eagerly")
+    run.add_argument("--backend", choices=("mujoco", "warp"), default="mujoco",
+                     help="simulation backend (warp: MuJoCo Warp on Warp's CPU device, pip install '.[warp]')")
     run.set_defaults(func=cmd_run)
     render = sub.add_parser("render", help="write a GIF of a rollout")
     render.add_argument("env_id")

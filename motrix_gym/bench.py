@@ -5,10 +5,11 @@ For each task and lane count, in one process:
 - **env**: ``env.step(actions)`` with fixed random actions, each step timed on its own (full step:
   validation, action term, physics, evaluate, autoreset, observe, numpy outputs). Before each
   step, untimed, the batch's complete state (qpos, qvel, warm start, ...) is recorded.
-- **raw**: a bare ``mujoco.batch.Batch`` of the same compiled physics model (with
+- **raw**: a bare simulation of the same backend, compiled physics model (with
   ``current_kinematics`` its sensors are off: the env reads them from the sensing model), lanes and
-  threads replays those states: state restored (untimed), then
-  ``ctrl[:] = targets; step(nstep=decimation)`` timed, with the targets the env computed. It
+  threads (``sim/raw.py``: a ``mujoco.batch.Batch``, or a second ``mujoco_warp`` data) replays
+  those states: state restored (untimed), then ``ctrl[:] = targets; step(nstep=decimation)``
+  timed, with the targets the env computed. It
   simulates what the env simulated (same contacts, resets, warm starts, changing controls, and the
   per-lane model values of randomised tasks, as the lanes had them at the end of the env pass),
   so the ratio isolates the framework's overhead.
@@ -46,6 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=20, help="env steps per timed repeat")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--nthread", type=int, default=None)
+    p.add_argument("--backend", choices=("mujoco", "warp"), default="mujoco",
+                   help="simulation backend (warp: MuJoCo Warp on Warp's CPU device)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--current-kinematics", action=argparse.BooleanOptionalAction, default=True,
                    help="bring body frames and sensors to the new state after stepping (default)")
@@ -64,18 +67,17 @@ def _median_time(fn: Any, n: int) -> float:
 
 
 def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bool,
-               nthread: int | None, current_kinematics: bool = True) -> dict[str, Any]:
+               nthread: int | None, current_kinematics: bool = True, backend: str = "mujoco") -> dict[str, Any]:
     import gymnasium as gym
-    import mujoco
     import torch
-    from mujoco import batch as mjbatch
 
     import motrix_gym  # noqa: F401
+    from motrix_gym.sim.raw import engine_versions, raw_replay
 
     rss0 = rss_mb()
     t0 = time.perf_counter()
     env = gym.make_vec(env_id, num_envs=num_envs, compile=compile, nthread=nthread, progress=False,
-                       current_kinematics=current_kinematics)
+                       current_kinematics=current_kinematics, backend=backend)
     env.reset(seed=0)
     u = env.unwrapped
     rt, sim = u.runtime, u.sim
@@ -92,47 +94,28 @@ def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bo
     clip = act.clip
     targets = default + act.scale.numpy() * np.clip(actions, -clip, clip)
     ctrl_cols = act.actuator_ids.numpy()
-    raw = mjbatch.Batch(sim.model, num_envs, sim.nthread)
-    rc = raw.bind("ctrl")
+    raw = raw_replay(backend, sim)
     dec = rt.program.task.decimation
 
-    def env_pass() -> tuple[float, list[np.ndarray]]:
+    def env_pass() -> tuple[float, list[Any]]:
         states, total = [], 0.0
         for a in actions:
-            states.append(sim.batch.state.copy())
+            states.append(raw.record())
             t = time.perf_counter()
             env.step(a)
             total += time.perf_counter() - t
         return total / steps, states
 
-    def same_lane_models() -> None:
-        """The env's per-lane model values (randomised physics, balls) in the raw batch too."""
-        expanded = False
-        for field in mjbatch.MODEL_FIELDS:
-            values = sim.batch.expanded(field)
-            if values is not None:
-                raw.expand(field)[:] = values
-                expanded = True
-        if expanded:
-            raw.set_const()
-
-    def raw_pass(states: list[np.ndarray], stage: int) -> float:
-        same_lane_models()  # as the env's lanes ended the pass (lanes reset during it drew anew)
-        total = 0.0
-        for state, tgt in zip(states, targets):
-            raw.state[:] = state
-            t = time.perf_counter()
-            rc[:, ctrl_cols] = tgt
-            raw.step(nstep=dec, stage=stage)
-            total += time.perf_counter() - t
-        return total / steps
+    def raw_pass(states: list[Any], velocity: bool) -> float:
+        raw.sync_models()  # as the env's lanes ended the pass (lanes reset during it drew anew)
+        return sum(raw.replay(s, ctrl_cols, tgt, dec, velocity) for s, tgt in zip(states, targets)) / steps
 
     env_t, raw_t, vel_t = [], [], []
     for _ in range(repeats):
         e, states = env_pass()
         env_t.append(e)
-        raw_t.append(raw_pass(states, mujoco.mjtStage.mjSTAGE_NONE))
-        vel_t.append(raw_pass(states, mujoco.mjtStage.mjSTAGE_VEL))
+        raw_t.append(raw_pass(states, False))
+        vel_t.append(raw_pass(states, True))
     env_s, raw_s = statistics.median(env_t), statistics.median(raw_t)
     ratios = [e / r for e, r in zip(env_t, raw_t)]
     vel_ratios = [e / r for e, r in zip(env_t, vel_t)]
@@ -156,6 +139,7 @@ def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bo
     return {
         "env_id": env_id,
         "num_envs": num_envs,
+        "backend": backend,
         "nthread": sim.nthread,
         "compile": compile,
         "current_kinematics": current_kinematics,
@@ -171,7 +155,7 @@ def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bo
         "runtime_eager_ms": eager_ms,
         "rss_mb_per_lane": (rss - rss0) / num_envs,
         "make_to_first_step_s": compile_s,
-        "mujoco": mujoco.__version__,
+        **engine_versions(backend),
         "torch": torch.__version__,
     }
 
@@ -237,7 +221,7 @@ def main(args: argparse.Namespace) -> None:
     for i in ids:
         for n in args.num_envs:
             rows.append(bench_task(i, n, args.steps, args.repeats, args.compile, args.nthread,
-                                   args.current_kinematics))
+                                   args.current_kinematics, args.backend))
     print_table(rows)
     if args.startup:
         for r in rows:

@@ -112,3 +112,11 @@ def test_overflowing_buffers_fail_the_lane_and_warn():
 def test_bad_backend_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
         MotrixVectorEnv("G1WalkFlat", 2, compile=False, **kwargs)
+
+
+@pytest.mark.parametrize("backend", ["mujoco", "warp"])
+def test_bench_rows(backend):
+    from motrix_gym.bench import bench_task
+    row = bench_task("Motrix/G1WalkFlat-v0", 2, steps=2, repeats=1, compile=False, nthread=1, backend=backend)
+    assert row["backend"] == backend and row["num_envs"] == 2
+    assert row["env_ms"] > 0 and row["raw_ms"] > 0 and np.isfinite(row["overhead_ratio"])

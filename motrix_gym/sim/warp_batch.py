@@ -37,9 +37,10 @@ try:
 except ImportError as e:  # optional dependency
     raise ImportError("backend='warp' needs mujoco-warp and warp-lang: pip install 'motrix-gym[warp]'") from e
 
-# Warp otherwise prints a line for every kernel module it loads; set it back after this import to
-# see them.
-wp.config.quiet = True
+# At its default level (info) Warp prints a line for every kernel module it loads, dozens per
+# model; a level the user chose is kept.
+if wp.config.log_level == wp.LOG_INFO:
+    wp.config.log_level = wp.LOG_WARNING
 
 STATE = ("qpos", "qvel", "ctrl")
 PHYSICS = (*STATE, "actuator_force", "qacc")  # read from the physics data; the rest from the sensing data
@@ -67,14 +68,17 @@ class WarpBatchSim:
     """``num_envs`` worlds of ``model`` on Warp's ``device``, stepped together.
 
     ``nconmax`` and ``njmax`` size the contact and constraint buffers per world (a lane that
-    needs more fails). ``lane_fields``: batch the model fields that ``randomize`` writes.
+    needs more fails); by default 64 contacts (192 on a heightfield), and rows for all of them at
+    the model's largest contact dimension plus every joint limit. ``lane_fields``: batch the
+    model fields that ``randomize`` writes.
     ``sensing`` is required: without it, a forward pass of every world after a reset would move
     the other lanes' derived fields from the start of their last substep to its end.
     """
 
     def __init__(self, model: mujoco.MjModel, num_envs: int, reads: tuple[str, ...],
                  sensing: mujoco.MjModel | None, stage: int = mujoco.mjtStage.mjSTAGE_VEL, *,
-                 device: str = "cpu", nconmax: int = 64, njmax: int = 300, lane_fields: bool = True) -> None:
+                 device: str = "cpu", nconmax: int | None = None, njmax: int | None = None,
+                 lane_fields: bool = True) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if device not in DEVICES:
@@ -83,6 +87,11 @@ class WarpBatchSim:
             raise ValueError("the warp backend needs current kinematics (a sensing model)")
         if isinstance(stage, bool) or stage not in (mujoco.mjtStage.mjSTAGE_POS, mujoco.mjtStage.mjSTAGE_VEL):
             raise ValueError(f"stage must be mjSTAGE_POS (1) or mjSTAGE_VEL (2), got {stage!r}")
+        if nconmax is None:  # a humanoid's two feet on a plane touch it at up to ~30 points, on a heightfield more
+            nconmax = 192 if model.nhfield else 64
+        if njmax is None:  # every contact at its largest condim's pyramid, and every joint limit
+            condim = max(int(model.geom_condim.max()), int(model.pair_dim.max()) if model.npair else 1)
+            njmax = nconmax * max(1, 2 * (condim - 1)) + model.njnt
         for name, v in (("nconmax", nconmax), ("njmax", njmax)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")

@@ -1,0 +1,106 @@
+"""Raw physics for ``bench``: a bare simulation of the env's own model and lanes that replays the
+states the env stepped through, so that the env's time can be set against the physics alone.
+
+``record()`` copies the env simulation's complete state (untimed); ``replay(state, cols, targets,
+nstep, velocity)`` restores it (untimed), then times writing ``targets`` into the controls
+``cols`` and stepping ``nstep`` substeps, with ``velocity``: followed by a forward pass to the
+velocity stage, as the env's sensing pass brings its reads to the new state. The per-lane model
+values (randomised physics) are those of the env at the time ``sync_models`` is called.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from motrix_gym.sim.backend import SimBackend
+
+
+class MujocoRaw:
+    """A bare ``mujoco.batch.Batch`` of the physics model, with the env's lanes and threads."""
+
+    def __init__(self, sim: Any) -> None:
+        from motrix_gym.sim.engine import batch
+
+        self.sim, self.mjbatch = sim, batch
+        self.raw = batch.Batch(sim.model, sim.num_envs, sim.nthread)
+        self.ctrl = self.raw.bind("ctrl")
+
+    def record(self) -> np.ndarray:
+        return self.sim.batch.state.copy()
+
+    def sync_models(self) -> None:
+        expanded = False
+        for field in self.mjbatch.MODEL_FIELDS:
+            values = self.sim.batch.expanded(field)
+            if values is not None:
+                self.raw.expand(field)[:] = values
+                expanded = True
+        if expanded:
+            self.raw.set_const()
+
+    def replay(self, state: np.ndarray, cols: np.ndarray, targets: np.ndarray, nstep: int, velocity: bool) -> float:
+        from motrix_gym.sim.engine import mujoco
+
+        stage = mujoco.mjtStage.mjSTAGE_VEL if velocity else mujoco.mjtStage.mjSTAGE_NONE
+        self.raw.state[:] = state
+        t = time.perf_counter()
+        self.ctrl[:, cols] = targets
+        self.raw.step(nstep=nstep, stage=stage)
+        return time.perf_counter() - t
+
+
+class WarpRaw:
+    """A second ``mujoco_warp`` data over the env's own (per-lane) physics model."""
+
+    STATE = ("qpos", "qvel", "act", "qacc_warmstart", "time", "ctrl")
+
+    def __init__(self, sim: Any) -> None:
+        from motrix_gym.sim import warp_batch
+
+        self.sim, self.wb = sim, warp_batch
+        with warp_batch.wp.ScopedDevice(sim.device):
+            self.data = warp_batch.mjw.make_data(sim.model, nworld=sim.num_envs, nconmax=sim.nconmax,
+                                                 njmax=sim.njmax)
+        self.ctrl = self.data.ctrl.numpy()
+
+    def record(self) -> dict[str, np.ndarray]:
+        return {f: getattr(self.sim.d, f).numpy().copy() for f in self.STATE}
+
+    def sync_models(self) -> None:
+        pass  # the raw data steps the env's model itself
+
+    def replay(self, state: dict[str, np.ndarray], cols: np.ndarray, targets: np.ndarray, nstep: int,
+               velocity: bool) -> float:
+        wp, mjw, m, d = self.wb.wp, self.wb.mjw, self.sim.m, self.data
+        for f, v in state.items():
+            np.copyto(getattr(d, f).numpy(), v)
+        t = time.perf_counter()
+        with wp.ScopedDevice(self.sim.device):
+            self.ctrl[:, cols] = targets
+            for _ in range(nstep):
+                mjw.step(m, d)
+            if velocity:
+                mjw.fwd_position(m, d, factorize=False)
+                mjw.fwd_velocity(m, d)
+            wp.synchronize_device()
+        return time.perf_counter() - t
+
+
+def raw_replay(backend: str, sim: SimBackend) -> MujocoRaw | WarpRaw:
+    """The raw physics of ``sim`` (made by ``backend.make_sim(backend, ...)``)."""
+    return {"mujoco": MujocoRaw, "warp": WarpRaw}[backend](sim)
+
+
+def engine_versions(backend: str) -> dict[str, str]:
+    """The versions of the packages ``backend`` simulates with."""
+    from motrix_gym.sim.engine import mujoco
+
+    out = {"mujoco": mujoco.__version__}
+    if backend == "warp":
+        from motrix_gym.sim import warp_batch
+
+        out |= {"mujoco_warp": warp_batch.mjw.__version__, "warp": warp_batch.wp.__version__}
+    return out
