@@ -66,6 +66,16 @@ def test_vector_render_lane_and_grid():
 
 
 @needs_gl
+def test_unclosed_renderer_exits_quietly():
+    """A script that renders and exits without close() ends without a traceback."""
+    code = ("import numpy as np; from motrix_gym.vector_env import MotrixVectorEnv; "
+            "e = MotrixVectorEnv('G1WalkFlat', 1, compile=False, render_mode='rgb_array', width=32, height=24); "
+            "e.reset(seed=0); e.render()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "Traceback" not in r.stderr, r.stderr
+
+
+@needs_gl
 def test_single_env_record_video(tmp_path):
     env = gym.wrappers.RecordVideo(gym.make(ENV_ID, render_mode="rgb_array"), str(tmp_path),
                                    episode_trigger=lambda e: True, video_length=5, disable_logger=True)

@@ -119,6 +119,9 @@ class LaneRenderer:
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self.mjr)
         # Free the GL objects before the context, and both before interpreter teardown.
         self._finalizer = weakref.finalize(self, _free, self.mjr, ctx)
+        # Not at interpreter exit: the GL platform may have shut down by then (EGL's display is
+        # gone, and freeing raised), and the process's exit frees the context anyway.
+        self._finalizer.atexit = False
         self.scene = mujoco.MjvScene(model, maxgeom=10_000)
         self.option = mujoco.MjvOption()
         self.rect = mujoco.MjrRect(0, 0, width, height)

@@ -23,6 +23,7 @@ constraint buffers (``nconmax``, ``njmax``), with a warning the first time.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -60,7 +61,7 @@ DEVICES = ("cpu",)
 def _put(model: mujoco.MjModel, num_envs: int, lane_fields: bool) -> mjw.Model:
     sizes = {f: num_envs for f in (*LANE_FIELDS, *DERIVED_FIELDS)} if lane_fields else {}
     m = mjw.put_model(model, batch_sizes={f: n for f, n in sizes.items() if getattr(model, f).size})
-    m.opt.warn_overflow = 0  # checked after each step instead, as an error
+    m.opt.warn_overflow = 0  # overflowing lanes fail instead (``_overflowed``), with one warning
     return m
 
 
@@ -115,7 +116,6 @@ class WarpBatchSim:
                 raise ValueError(f"warp field {name!r} has shape {a.shape}, not one row per lane")
         self.views: dict[str, Tensor] = {name: torch.from_numpy(a) for name, a in self.arrays.items()}
         self.qpos, self.qvel, self.ctrl = self.views["qpos"], self.views["qvel"], self.views["ctrl"]
-        self._all = wp.ones(num_envs, dtype=bool, device=self.device)
         self._mask = wp.zeros(num_envs, dtype=bool, device=self.device)
         self._sense(None)
 
@@ -221,11 +221,11 @@ class WarpBatchSim:
         if len(ids) == 0:
             return
         mj, b = self.model, list(bodies)
-        f = lambda name: self._lane_field(self.m, name)  # noqa: E731
+        f = functools.partial(self._lane_field, self.m)
         if friction_geoms:
             f("geom_friction")[np.ix_(ids, friction_geoms, [0])] = friction[:, None, None]
         for model in (self.m, self.sm):
-            g = lambda name, model=model: self._lane_field(model, name)  # noqa: E731
+            g = functools.partial(self._lane_field, model)
             g("body_mass")[np.ix_(ids, b)] = mj.body_mass[b] * mass_scale[:, None]
             g("body_inertia")[np.ix_(ids, b)] = mj.body_inertia[b] * mass_scale[:, None, None]
             g("body_ipos")[ids, root] = mj.body_ipos[root] + com_offset
@@ -244,7 +244,7 @@ class WarpBatchSim:
             return
         for model in (self.m, self.sm):
             self._lane_field(model, "geom_size")[ids, geom, 0] = radius
-        f = lambda name: self._lane_field(self.m, name)  # noqa: E731
+        f = functools.partial(self._lane_field, self.m)
         f("body_mass")[ids, body] = mass
         f("body_inertia")[ids, body] = (2.0 / 3.0 * mass * radius**2)[:, None]
         f("geom_friction")[ids, geom, 0] = friction
