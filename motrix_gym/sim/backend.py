@@ -8,9 +8,12 @@ and knows the model only through ``resolver.ModelInfo``.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import mujoco
 
 BACKENDS = ("mujoco", "warp")
 
@@ -42,10 +45,10 @@ class SimBackend(Protocol):
         """Free the lanes."""
 
 
-def make_sim(backend: str, model, num_envs: int, nthread: int | None, reads: tuple[str, ...], sensing,
-             stage: int) -> SimBackend:
-    """The ``backend`` simulation of ``num_envs`` lanes of ``model`` (an ``MjModel``; ``sensing``:
-    the sensing model or None), reading ``reads`` up to ``stage``."""
+def make_sim(backend: str, model: mujoco.MjModel, num_envs: int, nthread: int | None, reads: tuple[str, ...],
+             sensing: mujoco.MjModel | None, stage: int) -> SimBackend:
+    """The ``backend`` simulation of ``num_envs`` lanes of ``model`` (``sensing``: the sensing
+    model or None), reading ``reads`` up to ``stage``."""
     if backend == "mujoco":
         from motrix_gym.sim.mujoco_batch import MujocoBatchSim
         return MujocoBatchSim(model, num_envs, nthread, reads=reads, sensing=sensing, stage=stage)
