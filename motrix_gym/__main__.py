@@ -6,6 +6,8 @@ import argparse
 import sys
 import time
 
+from motrix_gym.sim.backend import BACKENDS
+
 
 def _id(name: str) -> str:
     return name if name.startswith("Motrix/") else f"Motrix/{name}-v0"
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--action-std", type=float, default=0.5)
     run.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
                      help="torch.compile the runtime (default) or run it eagerly")
-    run.add_argument("--backend", choices=("mujoco", "warp"), default="mujoco",
+    run.add_argument("--backend", choices=BACKENDS, default="mujoco",
                      help="simulation backend (warp: MuJoCo Warp on Warp's CPU device, pip install '.[warp]')")
     run.set_defaults(func=cmd_run)
     render = sub.add_parser("render", help="write a GIF of a rollout")

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from motrix_gym.sim.backend import BACKENDS
+
 
 def rss_mb() -> float:
     with open("/proc/self/statm") as f:
@@ -47,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=20, help="env steps per timed repeat")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--nthread", type=int, default=None)
-    p.add_argument("--backend", choices=("mujoco", "warp"), default="mujoco",
+    p.add_argument("--backend", choices=BACKENDS, default="mujoco",
                    help="simulation backend (warp: MuJoCo Warp on Warp's CPU device)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--current-kinematics", action=argparse.BooleanOptionalAction, default=True,

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from motrix_gym.sim.engine import batch as mjbatch
 from motrix_gym.sim.engine import mujoco
+from motrix_gym.sim.lane_params import write_ball, write_robot
 
 READ_FIELDS = ("qpos", "qvel", "xpos", "xquat", "sensordata")
 STATE = ("qpos", "qvel", "ctrl")  # views of the physics batch's rows
@@ -151,19 +152,10 @@ class MujocoBatchSim:
         constants derived from them (``set_const``)."""
         if len(ids) == 0:
             return
-        m, b = self.model, list(bodies)
-        if friction_geoms:
-            self.batch.expand("geom_friction")[np.ix_(ids, friction_geoms, [0])] = friction[:, None, None]
-        for batch in (self.batch, self.sensing) if self.sensing is not None else (self.batch,):
-            batch.expand("body_mass")[np.ix_(ids, b)] = m.body_mass[b] * mass_scale[:, None]
-            batch.expand("body_inertia")[np.ix_(ids, b)] = m.body_inertia[b] * mass_scale[:, None, None]
-            batch.expand("body_ipos")[ids, root] = m.body_ipos[root] + com_offset
+        write_robot(self.model, [b.expand for b in self._batches()], ids, friction_geoms, bodies, root, friction,
+                    mass_scale, com_offset, kp_scale, kd_scale)
+        for batch in self._batches():
             batch.set_const(ids)
-        kp, kv = m.actuator_gainprm[:, 0], -m.actuator_biasprm[:, 2]
-        self.batch.expand("actuator_gainprm")[ids, :, 0] = kp * kp_scale[:, None]
-        bias = self.batch.expand("actuator_biasprm")
-        bias[ids, :, 1] = -kp * kp_scale[:, None]
-        bias[ids, :, 2] = -kv * kd_scale[:, None]
 
     def randomize_ball(self, ids: np.ndarray, body: int, geom: int, dof: int, radius: np.ndarray, mass: np.ndarray,
                        friction: np.ndarray, softness: np.ndarray, damping: np.ndarray) -> None:
@@ -172,17 +164,16 @@ class MujocoBatchSim:
         velocities. The sensing batch gets its size (its contacts with the feet)."""
         if len(ids) == 0:
             return
-        for batch in (self.batch, self.sensing) if self.sensing is not None else (self.batch,):
-            batch.expand("geom_size")[ids, geom, 0] = radius
+        write_ball([b.expand for b in self._batches()], ids, body, geom, dof, radius, mass, friction, softness,
+                   damping)
+        for batch in self._batches():  # the bounds MuJoCo's collision tests use follow the radius
             batch.expand("geom_rbound")[ids, geom] = radius
             batch.expand("geom_aabb")[ids, geom, 3:] = radius[:, None]
-        b = self.batch
-        b.expand("body_mass")[ids, body] = mass
-        b.expand("body_inertia")[ids, body] = (2.0 / 3.0 * mass * radius**2)[:, None]
-        b.expand("geom_friction")[ids, geom, 0] = friction
-        b.expand("geom_solref")[ids, geom, 0] = softness
-        b.expand("dof_damping")[ids, dof:dof + 6] = damping[:, None]
-        b.set_const(ids)
+        self.batch.set_const(ids)
+
+    def _batches(self) -> list[mjbatch.Batch]:
+        """The physics batch, then the sensing batch when there is one."""
+        return [self.batch] if self.sensing is None else [self.batch, self.sensing]
 
     def close(self) -> None:
         """Free the lanes and MuJoCo's thread pool (every view of the batch is dropped)."""

@@ -16,15 +16,14 @@ from typing import Any
 import numpy as np
 
 from motrix_gym.sim.backend import SimBackend
+from motrix_gym.sim.engine import batch, mujoco
 
 
 class MujocoRaw:
     """A bare ``mujoco.batch.Batch`` of the physics model, with the env's lanes and threads."""
 
     def __init__(self, sim: Any) -> None:
-        from motrix_gym.sim.engine import batch
-
-        self.sim, self.mjbatch = sim, batch
+        self.sim = sim
         self.raw = batch.Batch(sim.model, sim.num_envs, sim.nthread)
         self.ctrl = self.raw.bind("ctrl")
 
@@ -33,7 +32,7 @@ class MujocoRaw:
 
     def sync_models(self) -> None:
         expanded = False
-        for field in self.mjbatch.MODEL_FIELDS:
+        for field in batch.MODEL_FIELDS:
             values = self.sim.batch.expanded(field)
             if values is not None:
                 self.raw.expand(field)[:] = values
@@ -42,8 +41,6 @@ class MujocoRaw:
             self.raw.set_const()
 
     def replay(self, state: np.ndarray, cols: np.ndarray, targets: np.ndarray, nstep: int, velocity: bool) -> float:
-        from motrix_gym.sim.engine import mujoco
-
         stage = mujoco.mjtStage.mjSTAGE_VEL if velocity else mujoco.mjtStage.mjSTAGE_NONE
         self.raw.state[:] = state
         t = time.perf_counter()
@@ -96,8 +93,6 @@ def raw_replay(backend: str, sim: SimBackend) -> MujocoRaw | WarpRaw:
 
 def engine_versions(backend: str) -> dict[str, str]:
     """The versions of the packages ``backend`` simulates with."""
-    from motrix_gym.sim.engine import mujoco
-
     out = {"mujoco": mujoco.__version__}
     if backend == "warp":
         from motrix_gym.sim import warp_batch

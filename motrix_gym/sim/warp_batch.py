@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from motrix_gym.sim.engine import mujoco
+from motrix_gym.sim.lane_params import write_ball, write_robot
 
 try:
     import mujoco_warp as mjw
@@ -209,10 +211,14 @@ class WarpBatchSim:
             raise RuntimeError(f"model field {name!r} is not batched per lane (lane_fields=False)")
         return a.numpy()
 
-    def _set_const(self, which: tuple[int, ...]) -> None:
+    def _fields(self) -> list[Callable[[str], np.ndarray]]:
+        """Getters of the physics and the sensing model's per-lane fields."""
+        return [functools.partial(self._lane_field, m) for m in (self.m, self.sm)]
+
+    def _set_const(self) -> None:
         with wp.ScopedDevice(self.device):
-            for k in which:
-                mjw.set_const((self.m, self.sm)[k], self._scratch[k])
+            for m, scratch in zip((self.m, self.sm), self._scratch):
+                mjw.set_const(m, scratch)
 
     def randomize(self, ids: np.ndarray, friction_geoms: tuple[int, ...], bodies: tuple[int, ...], root: int,
                   friction: np.ndarray, mass_scale: np.ndarray, com_offset: np.ndarray, kp_scale: np.ndarray,
@@ -220,21 +226,9 @@ class WarpBatchSim:
         """Per-lane model values for lanes ``ids``, as ``MujocoBatchSim.randomize`` writes them."""
         if len(ids) == 0:
             return
-        mj, b = self.model, list(bodies)
-        f = functools.partial(self._lane_field, self.m)
-        if friction_geoms:
-            f("geom_friction")[np.ix_(ids, friction_geoms, [0])] = friction[:, None, None]
-        for model in (self.m, self.sm):
-            g = functools.partial(self._lane_field, model)
-            g("body_mass")[np.ix_(ids, b)] = mj.body_mass[b] * mass_scale[:, None]
-            g("body_inertia")[np.ix_(ids, b)] = mj.body_inertia[b] * mass_scale[:, None, None]
-            g("body_ipos")[ids, root] = mj.body_ipos[root] + com_offset
-        kp, kv = mj.actuator_gainprm[:, 0], -mj.actuator_biasprm[:, 2]
-        f("actuator_gainprm")[ids, :, 0] = kp * kp_scale[:, None]
-        bias = f("actuator_biasprm")
-        bias[ids, :, 1] = -kp * kp_scale[:, None]
-        bias[ids, :, 2] = -kv * kd_scale[:, None]
-        self._set_const((0, 1))
+        write_robot(self.model, self._fields(), ids, friction_geoms, bodies, root, friction, mass_scale, com_offset,
+                    kp_scale, kd_scale)
+        self._set_const()
 
     def randomize_ball(self, ids: np.ndarray, body: int, geom: int, dof: int, radius: np.ndarray, mass: np.ndarray,
                        friction: np.ndarray, softness: np.ndarray, damping: np.ndarray) -> None:
@@ -242,15 +236,8 @@ class WarpBatchSim:
         collision bounds follow its radius through ``set_const``)."""
         if len(ids) == 0:
             return
-        for model in (self.m, self.sm):
-            self._lane_field(model, "geom_size")[ids, geom, 0] = radius
-        f = functools.partial(self._lane_field, self.m)
-        f("body_mass")[ids, body] = mass
-        f("body_inertia")[ids, body] = (2.0 / 3.0 * mass * radius**2)[:, None]
-        f("geom_friction")[ids, geom, 0] = friction
-        f("geom_solref")[ids, geom, 0] = softness
-        f("dof_damping")[ids, dof:dof + 6] = damping[:, None]
-        self._set_const((0, 1))
+        write_ball(self._fields(), ids, body, geom, dof, radius, mass, friction, softness, damping)
+        self._set_const()
 
     def close(self) -> None:
         """Drop every view and Warp array."""
