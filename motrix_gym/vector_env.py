@@ -36,8 +36,9 @@ from torch import Tensor
 
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.resolver import resolve
+from motrix_gym.runtime.cpu_probe import CpuProbe
 from motrix_gym.runtime.distributed import Ranks
-from motrix_gym.runtime.graph import probe_cpu_in_background
+from motrix_gym.runtime.graph import import_graph_loader
 from motrix_gym.runtime.graph_store import GraphStore
 from motrix_gym.runtime.runtime import TorchManagerRuntime
 from motrix_gym.runtime.runtime import torch_threads as torch_threads_ctx
@@ -138,7 +139,9 @@ class MotrixVectorEnv(VectorEnv):
             raise ValueError(f"obs_groups {list(groups)}: unknown group(s) {unknown}; "
                              f"task {cfg.name!r} has {sorted(cfg.observations)}")
 
-        probe = probe_cpu_in_background() if compile else None
+        probe = CpuProbe(GraphStore.default_folder()) if compile else None
+        if compile:
+            import_graph_loader()
         model = build_model(cfg.scene, cfg.sim_dt, sensors=not current_kinematics)
         program = resolve(cfg, model_info(model, height_map(cfg.scene.terrain)))
         self.task = cfg
@@ -150,7 +153,7 @@ class MotrixVectorEnv(VectorEnv):
                                                 ranks=self.ranks, store=GraphStore.of(program) if compile else None)
         self.torch_threads = torch_threads
         if compile:
-            probe.join()
+            probe.wait()
             with torch_threads_ctx(torch_threads):
                 rt.warmup(groups, progress)
 

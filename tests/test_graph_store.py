@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -140,3 +142,57 @@ def test_a_store_that_cannot_be_written_warns_and_the_graph_runs(bump_module, tm
     with pytest.warns(UserWarning, match="not stored"):
         run_once(GraphStore(blocked, "key"), obj)
     assert torch.equal(obj.x, torch.ones(3))
+
+
+PROBE = """
+import json, sys
+from pathlib import Path
+from motrix_gym.runtime.cpu_probe import CpuProbe
+from torch._inductor.cpu_vec_isa import pick_vec_isa, valid_vec_isa_list
+probe = CpuProbe(Path(sys.argv[1]))
+probe.wait()
+try:
+    isas, pick = [str(i) for i in valid_vec_isa_list()], str(pick_vec_isa())
+except Exception:  # no compiler: Inductor's own error, when a graph compiles
+    isas, pick = [], ""
+print(json.dumps([probe.recorded, isas, pick]))
+"""
+
+
+def _probe(folder, **env) -> tuple[bool, list[str], str]:
+    out = subprocess.run([sys.executable, "-c", PROBE, str(folder)], env={**os.environ, **env}, check=True,
+                         capture_output=True, text=True).stdout
+    return tuple(json.loads(out.splitlines()[-1]))
+
+
+def test_cpu_probe_is_recorded_and_gives_inductors_answer(tmp_path):
+    """A fresh process probes and records; the next one skips the probe and ends with the same
+    instruction sets and pick as Inductor's own probe; changed facts probe again."""
+    first = _probe(tmp_path)
+    assert first[0] is False
+    if not (tmp_path / "cpu_probe.json").is_file():  # some candidate failed here: never skipped
+        assert _probe(tmp_path)[0] is False
+        return
+    second = _probe(tmp_path)
+    assert second == (True, first[1], first[2])
+    assert _probe(tmp_path, ATEN_CPU_CAPABILITY="default")[0] is False
+
+
+def test_cpu_probe_ignores_an_unreadable_record(tmp_path):
+    (tmp_path / "cpu_probe.json").write_text("not json")
+    assert _probe(tmp_path)[0] is False
+
+
+def test_cpu_probe_that_fails_records_nothing(tmp_path):
+    """A compiler that builds nothing fails candidates (in an empty Inductor cache, so no
+    earlier build stands in): nothing is recorded, and the next process probes again. Without a
+    compiler at all, nothing is recorded either."""
+    cxx = tmp_path / "cxx"
+    cxx.write_text("#!/bin/sh\n[ \"$1\" = --version ] && exec g++ --version\nexit 1\n")
+    cxx.chmod(0o755)
+    inductor = str(tmp_path / "inductor")
+    recorded, isas, _ = _probe(tmp_path, CXX=str(cxx), TORCHINDUCTOR_CACHE_DIR=inductor)
+    assert not recorded and isas != _probe(tmp_path / "ref")[1]
+    assert not (tmp_path / "cpu_probe.json").exists()
+    assert _probe(tmp_path, CXX="no-such-compiler", TORCHINDUCTOR_CACHE_DIR=inductor)[:2] == (False, [])
+    assert not (tmp_path / "cpu_probe.json").exists()

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dis
 import functools
-import threading
 import types
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
@@ -47,22 +46,11 @@ _MARKS = ("_dynamo_dynamic_indices", "_dynamo_dynamic_range", "_dynamo_hint_over
           "_has_dynamo_dim_marking")
 
 
-def probe_cpu_in_background() -> threading.Thread:
-    """Start Inductor's probe of the CPU's vector instruction sets, which it runs once per
-    process before it loads or compiles a graph (a small library built and loaded in a child
-    process per candidate: seconds). Started first, it overlaps building the model; join the
-    thread before the first graph runs."""
-    from torch._inductor.cpu_vec_isa import pick_vec_isa
-
-    def probe() -> None:
-        try:
-            pick_vec_isa()
-        except Exception:  # the graph's own call repeats it and reports the error
-            pass
-
-    t = threading.Thread(target=probe, name="inductor-cpu-probe", daemon=True)
-    t.start()
-    return t
+def import_graph_loader() -> None:
+    """Import the compiler modules that loading a stored graph runs (seconds of module code on
+    a first load), while the CPU probe's child processes run (``runtime/cpu_probe.py``)."""
+    import torch._dynamo.aot_compile  # noqa: F401
+    import torch._inductor.graph  # noqa: F401
 
 
 @contextmanager

@@ -1,0 +1,105 @@
+"""Inductor's probe of the CPU's vector instruction sets, remembered across processes.
+
+Before a process loads or compiles its first graph, Inductor checks each vector instruction set
+the CPU reports (AVX2, AVX-512, ...) by building a small library with its flags and loading it
+in a child process: seconds, every process. ``CpuProbe`` records, beside the stored graphs, that
+every candidate passed on this machine with this torch and this C++ compiler. A later process
+with the same facts tells Inductor so through ``cpp.vec_isa_ok`` instead of probing again, and
+gets the same instruction set Inductor's own probe would pick. When any candidate failed, or
+nothing is recorded, the probe runs as Inductor does it, in a thread that overlaps the model's
+build and the import of the compiler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+
+
+def _candidates() -> list[str]:
+    """The instruction sets the CPU reports, as Inductor lists them, without checking any."""
+    from torch._inductor import config
+    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+
+    with config.patch({"cpp.vec_isa_ok": True}):
+        return [str(isa) for isa in valid_vec_isa_list.__wrapped__()]
+
+
+def _facts(candidates: list[str]) -> str:
+    """What decides the probe's result: torch, the interpreter, the machine, the compiler that
+    builds the test libraries, Inductor's settings for picking one, and the candidates."""
+    from torch._inductor import config
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
+    name = get_cpp_compiler()
+    compiler = shutil.which(name) or name
+    st = os.stat(compiler)
+    stamp = (st.st_size, st.st_mtime_ns)
+    facts = [torch.__version__, torch.__file__, sys.executable, platform.machine(), compiler, stamp,
+             os.environ.get("ATEN_CPU_CAPABILITY"), config.cpp.simdlen, candidates]
+    return hashlib.sha256(repr(facts).encode()).hexdigest()
+
+
+class CpuProbe:
+    """Started when an env that compiles is made; ``wait()`` before its first graph runs.
+
+        probe = CpuProbe(folder)  # recorded: done; else the probe starts in a thread
+        ...                       # build the model meanwhile
+        probe.wait()
+    """
+
+    def __init__(self, folder: Path) -> None:
+        from torch._inductor import config
+        from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+
+        self.record = folder / "cpu_probe.json"
+        try:
+            self._candidates: list[str] | None = _candidates()
+            self._key: str | None = _facts(self._candidates)
+        except Exception:  # no working compiler: compiling a graph fails with Inductor's own error
+            self._candidates = self._key = None
+        self.recorded = self._key is not None and self._key in self._read()
+        self._thread: threading.Thread | None = None
+        if self.recorded:
+            with config.patch({"cpp.vec_isa_ok": True}):
+                valid_vec_isa_list()  # Inductor keeps this answer for the process
+        else:
+            self._thread = threading.Thread(target=self._probe, name="inductor-cpu-probe", daemon=True)
+            self._thread.start()
+
+    def _read(self) -> dict[str, bool]:
+        try:
+            data = json.loads(self.record.read_text())
+            return data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _probe(self) -> None:
+        from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+
+        try:
+            passed = [str(isa) for isa in valid_vec_isa_list()]
+        except Exception:  # the graph's own call repeats it and reports the error
+            return
+        if passed != self._candidates or self._key is None:
+            return
+        try:  # written atomically: processes may finish their probes at once
+            self.record.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=self.record.parent, delete=False) as f:
+                json.dump({**self._read(), self._key: True}, f)
+            os.replace(f.name, self.record)
+        except OSError:  # the next process probes again
+            pass
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
