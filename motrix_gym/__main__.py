@@ -67,13 +67,12 @@ def cmd_render(args: argparse.Namespace) -> None:
     """Roll out a lane with zero or random actions and write the frames as a GIF."""
     import gymnasium as gym
     import numpy as np
-    from PIL import Image
     from tqdm import tqdm
 
     import motrix_gym  # noqa: F401
-    from motrix_gym.learn.play import check_video_out
+    from motrix_gym.video import check_video_out, write_video
 
-    check_video_out(args.out, (".gif",))
+    out = check_video_out(args.out, (".gif",))
     lanes = list(range(args.lanes))
     env = gym.make_vec(_id(args.env_id), num_envs=max(args.lanes, 1), compile=False, render_mode="rgb_array",
                        render_lane=lanes if len(lanes) > 1 else 0, progress=False)
@@ -84,12 +83,11 @@ def cmd_render(args: argparse.Namespace) -> None:
         for _ in tqdm(range(args.steps), desc=f"render {args.env_id}", unit="frame"):
             a = rng.standard_normal(env.action_space.shape).astype(np.float32) * args.action_std
             env.step(a)
-            frames.append(Image.fromarray(env.render()))
+            frames.append(env.render())
     finally:  # frees the renderer's GL context while its display is still up
         env.close()
-    ms = round(1000 * env.unwrapped.task.step_dt * args.every)
     frames = frames[:: args.every]
-    frames[0].save(args.out, save_all=True, append_images=frames[1:], duration=ms, loop=0)
+    write_video(frames, out, fps=1.0 / (env.unwrapped.task.step_dt * args.every))
     print(f"wrote {len(frames)} frames to {args.out}")
 
 

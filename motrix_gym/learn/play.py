@@ -9,23 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from motrix_gym.learn import checkpoint
 from motrix_gym.learn.config import PpoConfig
-
-VIDEO_SUFFIXES = (".gif", ".mp4")
-
-
-def check_video_out(out: str | Path, suffixes: tuple[str, ...] = VIDEO_SUFFIXES) -> Path:
-    """``out`` as a path, checked before any frame is made: a video suffix, an existing folder."""
-    path = Path(out)
-    if path.suffix not in suffixes:
-        raise ValueError(f"--out must end in one of {suffixes}, got {str(out)!r}")
-    if not path.parent.is_dir():
-        raise ValueError(f"--out {str(out)!r}: folder {str(path.parent)!r} does not exist")
-    return path
+from motrix_gym.video import check_video_out, write_video
 
 
 @dataclass(frozen=True)
@@ -103,16 +91,3 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         env.close()
     return PlayResult(steps, {n: float(r) / (steps * lanes) for n, r in zip(rt.reward_names, rewards)},
                       {k: total / max(count, 1) for k, (total, count) in metrics.items()}, ended, video, onnx)
-
-
-def write_video(frames: list[np.ndarray], out: Path, fps: float) -> Path:
-    if out.suffix == ".gif":
-        from PIL import Image
-
-        images = [Image.fromarray(f) for f in frames]
-        images[0].save(out, save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0)
-    else:
-        from moviepy import ImageSequenceClip
-
-        ImageSequenceClip(frames, fps=fps).write_videofile(str(out), logger=None)
-    return out
