@@ -30,8 +30,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-from torch._inductor.output_code import CompiledFxGraph
-from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
 from motrix_gym.runtime.graph_store import GraphStore
 
@@ -70,10 +68,12 @@ def lane_dimension_marked(tensors: Iterable[torch.Tensor]):
 
 def run_recording(fn: Callable, args: tuple) -> tuple[Any, list[tuple[Any, list, Any]]]:
     """``fn(*args)``, and each compiled Inductor graph it ran: ``(graph, inputs, outputs)``."""
+    from torch._inductor.output_code import CompiledFxGraph  # the compiler stack: imported when compiling
+
     calls: list[tuple[Any, list, Any]] = []
     run = CompiledFxGraph.__call__
 
-    def record(graph: CompiledFxGraph, inputs: list) -> Any:
+    def record(graph: Any, inputs: list) -> Any:
         given = list(inputs)  # the kernel empties the list
         out = run(graph, inputs)
         calls.append((graph, given, out))
@@ -196,6 +196,8 @@ class Graph:
 
     def _compile(self, args: tuple) -> Any:
         fn = self.eager.__func__ if self._owner is not None else self.eager
+        from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
         lanes = [a for a in args if self.lanes is not None and a.dim() and a.shape[0] == self.lanes]
         try:
             with lane_dimension_marked([*self._lane_tensors(), *lanes]):
