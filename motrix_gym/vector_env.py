@@ -139,8 +139,8 @@ class MotrixVectorEnv(VectorEnv):
             raise ValueError(f"obs_groups {list(groups)}: unknown group(s) {unknown}; "
                              f"task {cfg.name!r} has {sorted(cfg.observations)}")
 
-        probe = CpuProbe(GraphStore.default_folder()) if compile else None
-        if compile:
+        if compile:  # Inductor's CPU probe runs (or is skipped) while the model builds
+            probe = CpuProbe(GraphStore.default_folder())
             import_graph_loader()
         model = build_model(cfg.scene, cfg.sim_dt, sensors=not current_kinematics)
         program = resolve(cfg, model_info(model, height_map(cfg.scene.terrain)))

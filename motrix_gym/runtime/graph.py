@@ -195,9 +195,9 @@ class Graph:
         return args if self._owner is None else (self._owner, *args)
 
     def _compile(self, args: tuple) -> Any:
-        fn = self.eager.__func__ if self._owner is not None else self.eager
         from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
+        fn = self.eager.__func__ if self._owner is not None else self.eager
         lanes = [a for a in args if self.lanes is not None and a.dim() and a.shape[0] == self.lanes]
         try:
             with lane_dimension_marked([*self._lane_tensors(), *lanes]):
