@@ -173,6 +173,7 @@ def test_cpu_probe_is_recorded_and_gives_inductors_answer(tmp_path):
     if not (tmp_path / "cpu_probe.json").is_file():  # some candidate failed here: never skipped
         assert _probe(tmp_path)[0] is False
         return
+    assert [p.name for p in tmp_path.iterdir()] == ["cpu_probe.json"]  # written whole, nothing left over
     second = _probe(tmp_path)
     assert second == (True, first[1], first[2])
     assert _probe(tmp_path, ATEN_CPU_CAPABILITY="default")[0] is False

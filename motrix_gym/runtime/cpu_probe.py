@@ -94,9 +94,10 @@ class CpuProbe:
             return
         try:  # written atomically: processes may finish their probes at once
             self.record.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile("w", dir=self.record.parent, delete=False) as f:
-                json.dump({**self._read(), self._key: True}, f)
-            os.replace(f.name, self.record)
+            with tempfile.TemporaryDirectory(dir=self.record.parent) as tmp:
+                part = Path(tmp) / "record"
+                part.write_text(json.dumps({**self._read(), self._key: True}))
+                os.replace(part, self.record)
         except OSError:  # the next process probes again
             pass
 
