@@ -18,11 +18,12 @@ import os
 import platform
 import shutil
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
 import torch
+
+from motrix_gym.runtime.graph_store import write_atomically
 
 
 def _candidates() -> list[str]:
@@ -92,12 +93,8 @@ class CpuProbe:
             return
         if passed != self._candidates or self._key is None:
             return
-        try:  # written atomically: processes may finish their probes at once
-            self.record.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=self.record.parent) as tmp:
-                part = Path(tmp) / "record"
-                part.write_text(json.dumps({**self._read(), self._key: True}))
-                os.replace(part, self.record)
+        try:
+            write_atomically(self.record, json.dumps({**self._read(), self._key: True}).encode())
         except OSError:  # the next process probes again
             pass
 

@@ -132,6 +132,16 @@ def fingerprint(*objects: Any) -> str | None:
     return h.hexdigest()[:32]
 
 
+def write_atomically(path: Path, data: bytes) -> None:
+    """``data`` to ``path`` whole or not at all: written beside it, then moved over it (processes,
+    such as the ranks of one run, may write the same file at once)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        part = Path(tmp) / path.name
+        part.write_bytes(data)
+        os.replace(part, path)
+
+
 def _file_hash(module: str) -> str | None:
     path = getattr(sys.modules.get(module), "__file__", None)
     try:
@@ -205,8 +215,6 @@ class GraphStore:
             with tempfile.TemporaryDirectory(dir=self.folder) as tmp:
                 part = Path(tmp) / "graph"
                 compiled.save_compiled_function(str(part))
-                whole = Path(tmp) / "whole"
-                whole.write_bytes(json.dumps(manifest).encode() + b"\n" + part.read_bytes())
-                os.replace(whole, self._slot(name))
+                write_atomically(self._slot(name), json.dumps(manifest).encode() + b"\n" + part.read_bytes())
         except Exception as e:  # the graph runs all the same; the next start compiles it again
             warnings.warn(f"compiled graph {name!r} not stored in {self.folder}: {e!r}", stacklevel=2)
