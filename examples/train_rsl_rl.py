@@ -36,6 +36,14 @@ def main() -> None:
         import torch.distributed as dist
 
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    try:
+        run(args)
+    finally:  # a rank that exits with the group alive can abort in gloo's teardown
+        if args.distributed:
+            torch.distributed.destroy_process_group()
+
+
+def run(args: argparse.Namespace) -> None:
     budget = {"iterations": args.iterations} if args.iterations is not None else {"minutes": args.minutes or 20.0}
     res = train(args.env_id, num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir, compile=args.compile,
                 eval_lanes=args.eval_lanes, distributed=args.distributed, **budget)
@@ -46,8 +54,6 @@ def main() -> None:
         print(f"whole run: {s['ranks']} rank(s), {s['iterations']} iterations, {s['env_steps']:,} env steps, "
               f"{s['episodes']} episodes; last 100: mean return {s['final_train_mean_return']:.3f}, "
               f"mean length {s['final_train_mean_episode_length']:.1f}; run directory {res.run_dir}")
-    if args.distributed:
-        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

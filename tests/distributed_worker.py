@@ -28,13 +28,21 @@ def main() -> None:
 
         dist.init_process_group("gloo")
         name = f"rank{dist.get_rank()}"
+    try:
+        record(task, lanes, os.path.join(out, name))
+    finally:  # a rank that exits with gloo's group alive can abort in its teardown
+        if distributed:
+            torch.distributed.destroy_process_group()
+
+
+def record(task: str, lanes: int, out: str) -> None:
     import motrix_gym  # noqa: F401
     from motrix_gym.vector_env import MotrixVectorEnv
 
     try:
-        env = MotrixVectorEnv(task, lanes, compile=False, distributed=distributed, progress=False)
+        env = MotrixVectorEnv(task, lanes, compile=False, distributed="RANK" in os.environ, progress=False)
     except (ValueError, RuntimeError) as e:
-        with open(os.path.join(out, f"{name}.error"), "w") as f:
+        with open(f"{out}.error", "w") as f:
             f.write(str(e))
         return
     first = env.runtime.lane_offset
@@ -49,11 +57,8 @@ def main() -> None:
         rec["term"].append(term)
         rec["trunc"].append(trunc)
     probs = env.runtime.ctx.commands["motion"].probs.numpy() if "motion" in env.runtime.ctx.commands else np.zeros(1)
-    np.savez(os.path.join(out, f"{name}.npz"), **{k: np.stack(v) for k, v in rec.items()}, probs=probs,
-             log=json.dumps(env.log))
+    np.savez(f"{out}.npz", **{k: np.stack(v) for k, v in rec.items()}, probs=probs, log=json.dumps(env.log))
     env.close()
-    if distributed:
-        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ def ranks(task: str, lanes: list[int], out: Path) -> None:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={len(lanes)}",
                "--no-python", "sh", "-c", f'exec {sys.executable} {WORKER} {task} $(( {lanes[0]} + RANK * '
                f'{lanes[1] - lanes[0]} )) {out}']
-    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
 
 @pytest.mark.parametrize("task", ["G1WbtDance", "G1WalkRough", "G1WalkFlat"])
