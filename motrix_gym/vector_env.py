@@ -153,7 +153,7 @@ class MotrixVectorEnv(VectorEnv):
                                                 ranks=self.ranks, store=GraphStore.of(program) if compile else None)
         self.torch_threads = torch_threads
         if compile:
-            probe.wait()
+            probe.wait(progress)
             with torch_threads_ctx(torch_threads):
                 rt.warmup(groups, progress)
 

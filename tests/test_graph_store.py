@@ -150,7 +150,7 @@ from pathlib import Path
 from motrix_gym.runtime.cpu_probe import CpuProbe
 from torch._inductor.cpu_vec_isa import pick_vec_isa, valid_vec_isa_list
 probe = CpuProbe(Path(sys.argv[1]))
-probe.wait()
+probe.wait(progress=True)
 try:
     isas, pick = [str(i) for i in valid_vec_isa_list()], str(pick_vec_isa())
 except Exception:  # no compiler: Inductor's own error, when a graph compiles
@@ -160,22 +160,27 @@ print(json.dumps([probe.recorded, isas, pick]))
 
 
 def _probe(folder, **env) -> tuple[bool, list[str], str]:
-    out = subprocess.run([sys.executable, "-c", PROBE, str(folder)], env={**os.environ, **env}, check=True,
-                         capture_output=True, text=True).stdout
-    return tuple(json.loads(out.splitlines()[-1]))
+    return _probe_run(folder, **env)[0]
+
+
+def _probe_run(folder, **env) -> tuple[tuple[bool, list[str], str], str]:
+    """What PROBE prints, and its progress bar (stderr)."""
+    run = subprocess.run([sys.executable, "-c", PROBE, str(folder)], env={**os.environ, **env}, check=True,
+                         capture_output=True, text=True)
+    return tuple(json.loads(run.stdout.splitlines()[-1])), run.stderr
 
 
 def test_cpu_probe_is_recorded_and_gives_inductors_answer(tmp_path):
     """A fresh process probes and records; the next one skips the probe and ends with the same
     instruction sets and pick as Inductor's own probe; changed facts probe again."""
-    first = _probe(tmp_path)
-    assert first[0] is False
+    first, bar = _probe_run(tmp_path)
+    assert first[0] is False and "checking which vector instructions" in bar  # the wait is named
     if not (tmp_path / "cpu_probe.json").is_file():  # some candidate failed here: never skipped
         assert _probe(tmp_path)[0] is False
         return
     assert [p.name for p in tmp_path.iterdir()] == ["cpu_probe.json"]  # written whole, nothing left over
-    second = _probe(tmp_path)
-    assert second == (True, first[1], first[2])
+    second, bar = _probe_run(tmp_path)
+    assert second == (True, first[1], first[2]) and "vector instructions" not in bar
     assert _probe(tmp_path, ATEN_CPU_CAPABILITY="default")[0] is False
 
 

@@ -98,6 +98,12 @@ class CpuProbe:
         except OSError:  # the next process probes again
             pass
 
-    def wait(self) -> None:
-        if self._thread is not None:
+    def wait(self, progress: bool = False) -> None:
+        """Until the probe is done; ``progress``: say so on a progress bar while it runs."""
+        if self._thread is None or not self._thread.is_alive():
+            return
+        from tqdm import tqdm
+
+        with tqdm(total=1, desc="torch.compile", disable=not progress, leave=False,
+                  postfix="checking which vector instructions this CPU and compiler build (once per machine)"):
             self._thread.join()
