@@ -21,7 +21,8 @@ For each task and lane count, in one process:
   MuJoCo already imported), divided by lanes.
 - **first step**: seconds from ``make_vec`` to the end of the first step (compilation included).
 - ``--startup``: interpreter start to the first compiled step in fresh processes: cold (empty
-  Inductor cache), warm at the same lane count, warm at new lane counts (1024, 4096).
+  Inductor cache), warm at the same lane count, warm at new lane counts (1024, 4096); warm
+  starts as medians of ``--startup-repeats`` rounds.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, help="also write the results to this file")
     p.add_argument("--startup", action="store_true",
                    help="also time make -> first compiled step in fresh processes, cold and warm cache")
+    p.add_argument("--startup-repeats", type=int, default=1,
+                   help="rounds of warm starts with --startup (medians reported)")
 
 
 def _median_time(fn: Any, n: int) -> float:
@@ -173,11 +176,16 @@ print(time.perf_counter() - t)
 """
 
 
-def startup_times(env_id: str, num_envs: int, new_lanes: tuple[int, ...] = (1024, 4096)) -> dict[str, Any]:
+def startup_times(env_id: str, num_envs: int, new_lanes: tuple[int, ...] = (1024, 4096),
+                  repeats: int = 1) -> dict[str, Any]:
     """Seconds from interpreter start to the end of the first compiled step, each in a fresh
     process sharing one Inductor cache: with the cache empty (cold), again at the same lane
     count (warm), then at each of ``new_lanes`` (warm, new lane count: the graphs' lane
-    dimension is symbolic, so the code compiled first serves them)."""
+    dimension is symbolic, so the code compiled first serves them). The warm starts run in
+    ``repeats`` rounds, each round every lane count once; medians are reported, every sample
+    under ``samples_s``."""
+    if repeats < 1:
+        raise ValueError(f"startup repeats must be >= 1, got {repeats}")
     import os
     import subprocess
     import sys
@@ -191,9 +199,16 @@ def startup_times(env_id: str, num_envs: int, new_lanes: tuple[int, ...] = (1024
                                  capture_output=True, text=True).stdout
             return float(out.split()[-1])
 
-        cold, warm = run(num_envs), run(num_envs)
-        new = {str(n): run(n) for n in new_lanes if n != num_envs}
-    return {"cold_s": cold, "warm_s": warm, "warm_new_lanes_s": new, "cold_over_warm": cold / warm}
+        cold = run(num_envs)
+        lanes = [num_envs, *(n for n in new_lanes if n != num_envs)]
+        samples: dict[str, list[float]] = {str(n): [] for n in lanes}
+        for _ in range(repeats):
+            for n in lanes:
+                samples[str(n)].append(run(n))
+    median = {n: statistics.median(v) for n, v in samples.items()}
+    warm = median.pop(str(num_envs))
+    return {"cold_s": cold, "warm_s": warm, "warm_new_lanes_s": median, "cold_over_warm": cold / warm,
+            "samples_s": samples}
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
@@ -227,7 +242,7 @@ def main(args: argparse.Namespace) -> None:
     print_table(rows)
     if args.startup:
         for r in rows:
-            r["startup"] = startup_times(r["env_id"], r["num_envs"])
+            r["startup"] = startup_times(r["env_id"], r["num_envs"], repeats=args.startup_repeats)
             st = r["startup"]
             others = ", ".join(f"{s:.1f} s at {n} lanes" for n, s in st["warm_new_lanes_s"].items())
             print(f"{r['env_id']} x{r['num_envs']}: start to first compiled step {st['cold_s']:.1f} s cold, "
