@@ -144,6 +144,29 @@ def test_a_store_that_cannot_be_written_warns_and_the_graph_runs(bump_module, tm
     assert torch.equal(obj.x, torch.ones(3))
 
 
+def test_the_store_keeps_to_its_size_removing_the_graphs_used_longest_ago(bump_module, tmp_path):
+    """Graphs of fingerprints no runtime has any more (an edited task, another torch) go first;
+    a graph loaded is marked as used; the graph just stored stays whatever the cap."""
+    mod, _ = bump_module
+    run_once(GraphStore(tmp_path / "sized", "key"), mod.Bump(3))
+    (new,) = (tmp_path / "sized").glob("*.graph")
+    size = new.stat().st_size
+    folder = tmp_path / "graphs"
+    folder.mkdir()
+    old = [folder / f"{k}-run.0.graph" for k in ("old1", "old2", "old3")]
+    for age, p in zip((300, 200, 100), old):
+        p.write_bytes(b"x" * 100_000)
+        os.utime(p, (p.stat().st_atime - age,) * 2)
+    run_once(GraphStore(folder, "key", max_bytes=size + 250_000), mod.Bump(3))
+    assert [p.exists() for p in old] == [False, True, True]  # 100 kB over the cap: the oldest went
+    (stored,) = folder.glob("key-*.graph")
+    os.utime(stored, (stored.stat().st_atime - 1000,) * 2)
+    assert run_once(GraphStore(folder, "key"), mod.Bump(3)).loaded
+    assert stored.stat().st_mtime > old[2].stat().st_mtime  # loading marked it as used
+    run_once(GraphStore(folder, "other", max_bytes=1), mod.Bump(3))
+    assert [p.name for p in folder.glob("*.graph")] == ["other-run.0.graph"]
+
+
 PROBE = """
 import json, sys
 from pathlib import Path

@@ -18,6 +18,10 @@ A stored graph is used only when all of these hold:
 
 Whatever fails, the graph is compiled again and stored as another version of it (files are
 written atomically: ranks of one run write the same names).
+
+Every edit of a task or of motrix-gym, and every torch upgrade, makes new fingerprints, and the
+graphs of the old ones are never loaded again. The folder is therefore kept to ``max_bytes``:
+a load marks the file as used, and a save removes the graphs used longest ago beyond the cap.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import torch
 # Versions kept per graph: a graph may specialize on its lane count (a branch on whether there
 # are more lanes than motion frames, say), and each specialization is a version of its own.
 VERSIONS = 4
+MAX_BYTES = 1 << 30  # a folder of stored graphs: about six sets of every task's graphs
 FORMAT = 1  # bump when what a stored graph depends on changes in a way the checks above miss
 
 
@@ -152,10 +157,12 @@ def _file_hash(module: str) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class GraphStore:
-    """Stored graphs of runtimes with fingerprint ``key``, in ``folder``."""
+    """Stored graphs of runtimes with fingerprint ``key``, in ``folder``, which holds at most
+    ``max_bytes`` of graphs (of every key) after a save."""
 
     folder: Path
     key: str
+    max_bytes: int = MAX_BYTES
 
     @classmethod
     def of(cls, *objects: Any) -> GraphStore | None:
@@ -194,11 +201,15 @@ class GraphStore:
             except Exception:  # absent, unreadable, from another torch
                 continue
             if accept(compiled):
+                try:
+                    os.utime(path)  # used now: kept over graphs used longer ago
+                except OSError:
+                    pass
                 return compiled
         return None
 
     def _slot(self, name: str) -> Path:
-        """Where a new version of ``name`` goes: a free slot, else the one written longest ago."""
+        """Where a new version of ``name`` goes: a free slot, else the one used longest ago."""
         versions = self._versions(name)
         free = [p for p in versions if not p.is_file()]
         return free[0] if free else min(versions, key=lambda p: p.stat().st_mtime)
@@ -215,6 +226,34 @@ class GraphStore:
             with tempfile.TemporaryDirectory(dir=self.folder) as tmp:
                 part = Path(tmp) / "graph"
                 compiled.save_compiled_function(str(part))
-                write_atomically(self._slot(name), json.dumps(manifest).encode() + b"\n" + part.read_bytes())
+                slot = self._slot(name)
+                write_atomically(slot, json.dumps(manifest).encode() + b"\n" + part.read_bytes())
         except Exception as e:  # the graph runs all the same; the next start compiles it again
             warnings.warn(f"compiled graph {name!r} not stored in {self.folder}: {e!r}", stacklevel=2)
+            return
+        self._prune(keep=slot)
+
+    def _prune(self, keep: Path) -> None:
+        """Remove the graphs used longest ago until the folder holds at most ``max_bytes`` (never
+        ``keep``, the graph just stored). Another process may remove the same files meanwhile: one
+        already gone counts as removed."""
+        graphs = []
+        for p in self.folder.glob("*.graph"):
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            graphs.append((st.st_mtime, st.st_size, p))
+        total = sum(size for _, size, _ in graphs)
+        for _, size, p in sorted(graphs, key=lambda g: g[0]):
+            if total <= self.max_bytes:
+                break
+            if p == keep:
+                continue
+            try:
+                p.unlink()
+            except FileNotFoundError:  # another process removed it
+                pass
+            except OSError:
+                continue
+            total -= size
