@@ -40,7 +40,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     import motrix_gym  # noqa: F401
 
     t0 = time.perf_counter()
-    env = gym.make_vec(_id(args.env_id), num_envs=args.num_envs, compile=args.compile, backend=args.backend)
+    env = gym.make_vec(_id(args.env_id), num_envs=args.num_envs, compile=args.compile, backend=args.backend,
+                       device=args.device)
     env.reset(seed=args.seed)
     u = env.unwrapped
     gen = torch.Generator().manual_seed(args.seed)  # the policy's randomness, not the env's
@@ -52,7 +53,7 @@ def cmd_run(args: argparse.Namespace) -> None:
             start = time.perf_counter()  # the first step includes compilation
         actions = torch.randn(shape, generator=gen).numpy() * args.action_std
         env.step(actions)
-        sums += u.runtime.reward_terms[: args.num_envs].sum(0).numpy()
+        sums += u.runtime.reward_terms[: args.num_envs].sum(0).cpu().numpy()
     elapsed = time.perf_counter() - (start or t0)
     steps = max(args.steps - 1, 1)
     print(f"\nmake + first step: {(start or time.perf_counter()) - t0:.1f} s")
@@ -106,7 +107,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     budget = {"iterations": args.iterations} if args.iterations is not None else {"minutes": args.minutes or 20.0}
     res = train(_id(args.env_id), num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir,
-                resume=args.resume, compile=args.compile, eval_lanes=args.eval_lanes, **budget)
+                resume=args.resume, compile=args.compile, eval_lanes=args.eval_lanes, device=args.device, **budget)
     s = res.summary
     print(f"\n{res.iterations} iterations, {res.env_steps:,} env steps in {res.seconds / 60:.1f} min; "
           f"run directory {res.run_dir}")
@@ -169,8 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--action-std", type=float, default=0.5)
     run.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
                      help="torch.compile the runtime (default) or run it eagerly")
-    run.add_argument("--backend", choices=BACKENDS, default="mujoco",
-                     help="simulation backend (warp: MuJoCo Warp on Warp's CPU device, pip install '.[warp]')")
+    run.add_argument("--backend", choices=BACKENDS, default=None,
+                     help="simulation backend (default: warp on a CUDA device, else mujoco; warp needs "
+                          "pip install '.[warp]')")
+    run.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N (backend warp: everything on the GPU)")
     run.set_defaults(func=cmd_run)
     render = sub.add_parser("render", help="write a GIF of a rollout")
     render.add_argument("env_id")
@@ -193,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--eval-lanes", type=int, default=64,
                     help="lanes of the final comparison with random and zero actions (0: none)")
     tr.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
+    tr.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N (simulation, runtime and policy on the GPU)")
     tr.set_defaults(func=cmd_train)
     pl = sub.add_parser("play", help="watch a trained policy (play mode, rendered off-screen)")
     pl.add_argument("env_id")

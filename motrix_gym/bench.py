@@ -17,6 +17,9 @@ For each task and lane count, in one process:
 - **runtime**: the read (numpy) and the step graph (evaluate + observe every lane), the reset
   graph and the observe graph alone (compiled as configured, and eager), median per call; reset
   and observe are timed with every lane masked (their cost does not depend on the mask).
+- ``--device cuda`` (backend warp): the simulation and runtime on the GPU, actions given as
+  tensors there, raw stepping replayed as the env steps (a CUDA graph); every timing waits for
+  the device.
 - **RSS per lane**: resident memory after warm-up minus that before the env was made (torch and
   MuJoCo already imported), divided by lanes.
 - **first step**: seconds from ``make_vec`` to the end of the first step (compilation included).
@@ -50,8 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=20, help="env steps per timed repeat")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--nthread", type=int, default=None)
-    p.add_argument("--backend", choices=BACKENDS, default="mujoco",
-                   help="simulation backend (warp: MuJoCo Warp on Warp's CPU device)")
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="simulation backend (default: warp on a CUDA device, else mujoco)")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N (backend warp)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--current-kinematics", action=argparse.BooleanOptionalAction, default=True,
                    help="bring body frames and sensors to the new state after stepping (default)")
@@ -62,17 +66,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="rounds of warm starts with --startup (medians reported)")
 
 
-def _median_time(fn: Any, n: int) -> float:
+def _median_time(fn: Any, n: int, sync: Any = lambda: None) -> float:
     times = []
     for _ in range(n):
+        sync()
         t = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 
 
 def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bool,
-               nthread: int | None, current_kinematics: bool = True, backend: str = "mujoco") -> dict[str, Any]:
+               nthread: int | None, current_kinematics: bool = True, backend: str | None = None,
+               device: str = "cpu") -> dict[str, Any]:
     import gymnasium as gym
     import torch
 
@@ -82,32 +89,38 @@ def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bo
     rss0 = rss_mb()
     t0 = time.perf_counter()
     env = gym.make_vec(env_id, num_envs=num_envs, compile=compile, nthread=nthread, progress=False,
-                       current_kinematics=current_kinematics, backend=backend)
+                       current_kinematics=current_kinematics, backend=backend, device=device)
     env.reset(seed=0)
     u = env.unwrapped
-    rt, sim = u.runtime, u.sim
+    rt, sim, backend = u.runtime, u.sim, u.backend
+    dev = rt.device
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
     gen = np.random.default_rng(0)
     na = env.single_action_space.shape[0]
     actions = (gen.standard_normal((steps, num_envs, na)) * 0.5).astype(np.float32)
-    env.step(actions[0])
+    # as a trainer passes them: numpy to a host backend, tensors on the device to a device backend
+    given = actions if rt.on_host else torch.from_numpy(actions).to(dev)
+    env.step(given[0])
     compile_s = time.perf_counter() - t0
-    for a in actions[1:4]:
+    for a in given[1:4]:
         env.step(a)
 
     act = rt.program.action
-    default = rt.ctx.default_qpos[act.joints.qpos].numpy().astype(np.float64)
+    default = rt.ctx.default_qpos[act.joints.qpos].cpu().numpy().astype(np.float64)
     clip = act.clip
-    targets = default + act.scale.numpy() * np.clip(actions, -clip, clip)
-    ctrl_cols = act.actuator_ids.numpy()
+    targets = default + act.scale.cpu().numpy() * np.clip(actions, -clip, clip)
+    ctrl_cols = act.actuator_ids.cpu().numpy()
     raw = raw_replay(backend, sim)
     dec = rt.program.task.decimation
 
     def env_pass() -> tuple[float, list[Any]]:
         states, total = [], 0.0
-        for a in actions:
+        for a in given:
             states.append(raw.record())
+            sync()
             t = time.perf_counter()
             env.step(a)
+            sync()
             total += time.perf_counter() - t
         return total / steps, states
 
@@ -125,26 +138,27 @@ def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bo
     ratios = [e / r for e, r in zip(env_t, raw_t)]
     vel_ratios = [e / r for e, r in zip(env_t, vel_t)]
 
-    mask = torch.ones(rt.ctx.num_lanes, dtype=torch.bool)
-    out = torch.zeros(rt.ctx.num_lanes, sum(rt.obs_dims["policy"]))
+    mask = torch.ones(rt.ctx.num_lanes, dtype=torch.bool, device=dev)
+    out = torch.zeros(rt.ctx.num_lanes, sum(rt.obs_dims["policy"]), device=dev)
     step, observe = rt.step_graph(u.obs_groups), rt.observe_graphs["policy"]
     graphs = {
         "step": (lambda *o: (rt.read(), step(*o)), lambda *o: (rt.read(), step.eager(*o)),
-                 [torch.zeros(rt.ctx.num_lanes, sum(rt.obs_dims[g])) for g in u.obs_groups]),
+                 [torch.zeros(rt.ctx.num_lanes, sum(rt.obs_dims[g]), device=dev) for g in u.obs_groups]),
         "reset": (rt._reset_graph, rt._reset, (mask,)),
         "observe": (observe, observe.eager, (out, mask)),
     }
     runtime_ms, eager_ms = {}, {}
     for name, (fast, eager, args) in graphs.items():
         fast(*args)
-        runtime_ms[name] = 1e3 * _median_time(lambda f=fast, a=args: f(*a), 3 * repeats)
-        eager_ms[name] = 1e3 * _median_time(lambda f=eager, a=args: f(*a), 3 * repeats)
+        runtime_ms[name] = 1e3 * _median_time(lambda f=fast, a=args: f(*a), 3 * repeats, sync)
+        eager_ms[name] = 1e3 * _median_time(lambda f=eager, a=args: f(*a), 3 * repeats, sync)
     rss = rss_mb()
     env.close()
     return {
         "env_id": env_id,
         "num_envs": num_envs,
         "backend": backend,
+        "device": str(dev),
         "nthread": sim.nthread,
         "compile": compile,
         "current_kinematics": current_kinematics,
@@ -238,7 +252,7 @@ def main(args: argparse.Namespace) -> None:
     for i in ids:
         for n in args.num_envs:
             rows.append(bench_task(i, n, args.steps, args.repeats, args.compile, args.nthread,
-                                   args.current_kinematics, args.backend))
+                                   args.current_kinematics, args.backend, args.device))
     print_table(rows)
     if args.startup:
         for r in rows:

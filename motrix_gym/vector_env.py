@@ -59,11 +59,13 @@ class MotrixVectorEnv(VectorEnv):
         autoreset_mode: an ``AutoresetMode`` (or its value string).
         obs_groups: observation groups to return; one group gives a Box, several a Dict.
         compile: run the runtime's graphs through ``torch.compile`` (default) or eagerly.
-        device: where torch outputs live (the simulation and runtime run on the CPU).
+        device: with backend ``"warp"``, where the simulation, the runtime and torch outputs live
+            (``"cpu"`` or ``"cuda"``, ``"cuda:N"``); with ``"mujoco"``, where torch outputs are
+            copied to (the simulation and runtime run on the CPU).
         nthread: MuJoCo threads (default: all cores this process may use; backend "mujoco").
-        backend: ``"mujoco"`` (C MuJoCo's batch on CPU threads) or ``"warp"`` (MuJoCo Warp, on
-            Warp's CPU device: float32 and single-threaded, for parity and for code that will
-            run on a GPU).
+        backend: ``"mujoco"`` (C MuJoCo's batch on CPU threads) or ``"warp"`` (MuJoCo Warp: on a
+            GPU, or on Warp's CPU device, float32 and single-threaded, for parity tests). Default:
+            ``"warp"`` for a CUDA device, else ``"mujoco"``.
         torch_threads: torch intra-op threads while the runtime runs (the caller's setting is
             restored after each call).
         lane_offset: global number of lane 0, for RNG streams shared across processes.
@@ -87,7 +89,7 @@ class MotrixVectorEnv(VectorEnv):
                  device: str | torch.device = "cpu", nthread: int | None = None, torch_threads: int = 1,
                  lane_offset: int = 0, render_mode: str | None = None, render_lane: int | Sequence[int] = 0,
                  width: int = 640, height: int = 480, progress: bool = True, current_kinematics: bool = True,
-                 distributed: bool = False, backend: str = "mujoco", **task_options: Any) -> None:
+                 distributed: bool = False, backend: str | None = None, **task_options: Any) -> None:
         self._closed = True  # until fully built, so close()/__del__ on a failed init are safe
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
@@ -112,19 +114,29 @@ class MotrixVectorEnv(VectorEnv):
             raise ValueError(f"torch_threads must be an int >= 1, got {torch_threads!r}")
         if not isinstance(lane_offset, int) or lane_offset < 0:
             raise ValueError(f"lane_offset must be an int >= 0, got {lane_offset!r}")
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"device must be a torch device or its name ('cpu', 'cuda', 'cuda:0'), "
+                             f"got {device!r}") from None
+        if self.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"device must be a CPU or CUDA device, got {device!r}")
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} requested but CUDA is not available")
+        if self.device.type == "cuda" and self.device.index is None:  # the one tensors report
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        if backend is None:
+            backend = "warp" if self.device.type == "cuda" else "mujoco"
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if backend == "warp" and (nthread not in (None, 1) or not current_kinematics):
-            raise ValueError("backend 'warp' runs one thread (Warp's CPU device) with current kinematics: "
+            raise ValueError("backend 'warp' runs without MuJoCo threads, with current kinematics: "
                              f"nthread must be None or 1 and current_kinematics True, got {nthread!r} and "
                              f"{current_kinematics!r}")
         if distributed and mode != AutoresetMode.SAME_STEP:
             raise ValueError(f"distributed=True runs with autoreset_mode SAME_STEP, got {mode}")
         self.ranks = Ranks.join(num_envs, lane_offset) if distributed else Ranks()
         lane_offset = self.ranks.rank * num_envs if distributed else lane_offset
-        self.device = torch.device(device)
-        if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} requested but CUDA is not available")
         groups = (obs_groups,) if isinstance(obs_groups, str) else tuple(obs_groups)
 
         if isinstance(task, TaskConfig):
@@ -148,9 +160,10 @@ class MotrixVectorEnv(VectorEnv):
         sensing = build_sensing_model(cfg.scene, cfg.sim_dt, program.sensors) if current_kinematics else None
         self.backend = backend
         self.sim = make_sim(backend, model, num_envs, nthread, reads=program.reads, sensing=sensing,
-                            stage=program.read_stage)
+                            stage=program.read_stage, device=str(self.device) if backend == "warp" else "cpu")
+        store = GraphStore.of(program, str(self.sim.device)) if compile else None
         self.runtime = rt = TorchManagerRuntime(program, self.sim, compile=compile, lane_offset=lane_offset,
-                                                ranks=self.ranks, store=GraphStore.of(program) if compile else None)
+                                                ranks=self.ranks, store=store)
         self.torch_threads = torch_threads
         if compile:
             probe.wait(progress)
@@ -170,13 +183,13 @@ class MotrixVectorEnv(VectorEnv):
         self.single_observation_space = boxes[groups[0]] if len(groups) == 1 else gymnasium.spaces.Dict(boxes)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
 
-        L = rt.ctx.num_lanes
-        self._obs = [{g: torch.zeros(L, sum(rt.obs_dims[g])) for g in groups} for _ in range(2)]
-        self._obs_np = [{g: b.numpy() for g, b in bufs.items()} for bufs in self._obs]
+        L, dev = rt.ctx.num_lanes, rt.device
+        self._obs = [{g: torch.zeros(L, sum(rt.obs_dims[g]), device=dev) for g in groups} for _ in range(2)]
+        # numpy views of the buffers on the host; on a device numpy outputs are copies
+        self._obs_np = [{g: b.numpy() for g, b in bufs.items()} for bufs in self._obs] if rt.on_host else None
         self._cur = 0
-        self._final_obs = {g: torch.zeros(L, sum(rt.obs_dims[g])) for g in groups}
-        self._final_np = {g: b.numpy() for g, b in self._final_obs.items()}
-        self._pending = torch.zeros(num_envs, dtype=torch.bool)  # ended, awaiting (next-step) reset
+        self._final_obs = {g: torch.zeros(L, sum(rt.obs_dims[g]), device=dev) for g in groups}
+        self._pending = torch.zeros(num_envs, dtype=torch.bool, device="cpu")  # ended, awaiting (next-step) reset
         self._seeded = False
         self._has_reset = False
         self._diverged = 0  # lanes whose physics diverged, since make
@@ -211,7 +224,7 @@ class MotrixVectorEnv(VectorEnv):
                 raise ValueError("options['reset_mask'] must contain at least one True")
             if not self._has_reset:
                 raise ValueError("the first reset() must reset every lane (no reset_mask)")
-        mask = torch.zeros(L, dtype=torch.bool)
+        mask = torch.zeros(L, dtype=torch.bool, device="cpu")
         mask[:n] = True if mask_np is None else torch.from_numpy(mask_np)
         rt = self.runtime
         if seed is not None or not self._seeded:
@@ -222,7 +235,7 @@ class MotrixVectorEnv(VectorEnv):
             else:
                 state = rt.ctx.rng.state.clone()
                 rt.seed(seed)
-                rt.ctx.rng.state.copy_(torch.where(mask, rt.ctx.rng.state, state))
+                rt.ctx.rng.state.copy_(torch.where(mask.to(rt.device), rt.ctx.rng.state, state))
             self._seeded = True
         rt.reset(mask)
         self._pending &= ~mask[:n]
@@ -255,8 +268,9 @@ class MotrixVectorEnv(VectorEnv):
             # Lanes restarting this step are not stepped, and their RNG streams must not advance
             # before their reset: they restart exactly as they would in SAME_STEP.
             ids = torch.nonzero(~restart).flatten().numpy().astype(np.int32)
-            full = torch.zeros(L, dtype=torch.bool)
+            full = torch.zeros(L, dtype=torch.bool, device="cpu")
             full[:n] = restart
+            full = full.to(rt.device)
             rng_state = rt.ctx.rng.state.clone()
         nxt = self._flip()
         rt.step(a, nxt, ids)  # every lane observed into nxt: final observations of lanes that end
@@ -264,31 +278,36 @@ class MotrixVectorEnv(VectorEnv):
             rt.ctx.rng.state.copy_(torch.where(full, rng_state, rt.ctx.rng.state))
         info: dict[str, Any] = {}
         diverged = int(rt.ctx.diverged[:n].sum()) if rt.any_diverged else 0
-        # Fresh arrays, never written again by the env.
-        reward, terminated, truncated = (rt.host[k][:n].copy() for k in ("reward", "terminated", "truncated"))
+        # Fresh arrays, never written again by the env (tensors on a device backend).
+        if rt.on_host:
+            reward, terminated, truncated = (rt.host[k][:n].copy() for k in ("reward", "terminated", "truncated"))
+        else:
+            reward, terminated, truncated = (t[:n].clone() for t in (rt.reward, rt.terminated, rt.truncated))
         done, any_done = rt.done, rt.any_ended
         if restart is not None and any_done:
             done = done.clone()
-            done[:n] &= ~restart
+            done[:n] &= ~restart.to(rt.device)
             any_done = bool(done.any())
+        if any_done or self.ranks.distributed:
+            rt.fetch("episode_sums", "termination_terms", "episode_return", "episode_step")
         # distributed: every rank learns what ended on any rank, and resets when any rank does
         reset_now = self._aggregate(done, any_done, diverged)
         again = None  # lanes reset now, observed again
         if any_done:
             self._episode_info(done, info)
             if mode == AutoresetMode.SAME_STEP:
-                for g, b in self._obs_np[self._cur].items():
-                    np.copyto(self._final_np[g], b)
+                for g, b in self._obs[self._cur].items():
+                    self._final_obs[g].copy_(b)
                 info["final_obs"], info["_final_obs"] = self._final_obs_info(done[:n])
             else:
-                self._pending |= done[:n]
+                self._pending |= done[:n].cpu()
         if reset_now and mode == AutoresetMode.SAME_STEP:
             rt.reset(done)
             again = done
         if ids is not None:
             rt.reset(full)
             self._pending &= ~restart
-            r = restart.numpy()
+            r = restart.numpy() if rt.on_host else restart.to(rt.device)
             reward[r], terminated[r], truncated[r] = 0.0, False, False
             again = full if again is None else again | full
         if again is not None:
@@ -307,7 +326,7 @@ class MotrixVectorEnv(VectorEnv):
             self._renderer = LaneRenderer(build_model(self.task.scene, self.task.sim_dt, visual=True),
                                           *self.render_size, distance=min(3.0, max(1.2, 3.5 * robot.base_height)),
                                           follow=self.runtime.program.root.body)
-        frames = [self._renderer.render(self.sim.qpos[i].numpy()) for i in self.render_lanes]
+        frames = [self._renderer.render(self.sim.qpos[i].cpu().numpy()) for i in self.render_lanes]
         return frames[0] if len(frames) == 1 else tile(frames)
 
     def close(self, **kwargs: Any) -> None:
@@ -327,9 +346,10 @@ class MotrixVectorEnv(VectorEnv):
 
     @property
     def final_obs(self) -> dict[str, Tensor]:
-        """The dense final-observation slot, per group: (num_envs, d) float32 CPU views, written
-        at every step; its rows are final observations for the lanes whose episode ended at the
-        last step (SAME_STEP). For torch trainers that bootstrap without the per-lane ``info`` objects."""
+        """The dense final-observation slot, per group: (num_envs, d) float32 views on the
+        runtime's device, written at every step where a lane ended; its rows are final
+        observations for the lanes whose episode ended at the last step (SAME_STEP). For torch
+        trainers that bootstrap without the per-lane ``info`` objects."""
         return {g: b[: self.num_envs] for g, b in self._final_obs.items()}
 
     # ------------------------------------------------------------------------------------ parts
@@ -341,14 +361,18 @@ class MotrixVectorEnv(VectorEnv):
         self._cur = 1 - self._cur
         return self._obs[self._cur]
 
-    def _validate_actions(self, actions: Any) -> np.ndarray:
-        """``actions`` as a (num_envs, na) float32 array, read only (it may share their memory)."""
+    def _validate_actions(self, actions: Any) -> np.ndarray | Tensor:
+        """``actions`` as a (num_envs, na) float32 array, read only (it may share their memory); for
+        a device backend a float32 tensor on its device."""
         shape = (self.num_envs, self.single_action_space.shape[0])
+        on_host = self.runtime.on_host
         if isinstance(actions, Tensor):
             if actions.device != self.device:
                 raise ValueError(f"actions are on device {actions.device}, the env expects {self.device}")
             if actions.is_complex() or actions.dtype == torch.bool:
                 raise ValueError(f"actions must have a real dtype, got {actions.dtype}")
+            if not on_host:
+                return self._validate_tensor(actions.detach(), shape)
             t = actions.detach().cpu()
             arr = (t.float() if t.dtype == torch.bfloat16 else t).numpy()  # numpy has no bfloat16
         else:
@@ -361,14 +385,26 @@ class MotrixVectorEnv(VectorEnv):
             lanes = np.flatnonzero(~np.isfinite(arr).all(-1)).tolist()
             raise ValueError(f"actions contain NaN or Inf in lanes {lanes[:10]}")
         with np.errstate(over="ignore"):  # finite values beyond float32's range become inf, then clipped
-            return arr.astype(np.float32, copy=False)
+            arr = arr.astype(np.float32, copy=False)
+        return arr if on_host else torch.from_numpy(arr).to(self.runtime.device)
+
+    def _validate_tensor(self, t: Tensor, shape: tuple[int, int]) -> Tensor:
+        """The checks of ``_validate_actions`` on the device (one wait for it, for the finite check)."""
+        if tuple(t.shape) != shape:
+            raise ValueError(f"actions must have shape {shape}, got {tuple(t.shape)}")
+        if t.is_floating_point():
+            finite = torch.isfinite(t).all(-1)
+            if not bool(finite.all()):
+                lanes = torch.nonzero(~finite).flatten().tolist()
+                raise ValueError(f"actions contain NaN or Inf in lanes {lanes[:10]}")
+        return t.to(torch.float32).to(self.runtime.device)
 
     def _episode_info(self, done: Tensor, info: dict[str, Any]) -> None:
         """Per-lane episode results for lanes that ended, and the figures of ``log`` (in numpy,
         whose small ops dispatch faster than torch's)."""
         rt, n = self.runtime, self.num_envs
         host = rt.host
-        d = done.numpy()[:n]
+        d = done.cpu().numpy()[:n]
         col = d[:, None]
         sums = host["episode_sums"][:n] * col  # fresh (n, terms) arrays, split in columns
         flags = host["termination_terms"][:n] & col
@@ -393,11 +429,11 @@ class MotrixVectorEnv(VectorEnv):
         if not self.ranks.distributed:
             self._diverged += diverged
             if any_done:
-                d = done.numpy()[:n]
+                d = done.cpu().numpy()[:n]
                 self._ended = (rt.host["episode_sums"][:n][d].sum(0) / d.sum() / self.task.episode_length_s,
                                rt.host["termination_terms"][:n][d].sum(0).astype(np.float64))
             return any_done
-        d = done.numpy()[:n]
+        d = done.cpu().numpy()[:n]
         totals = [(t, c) for cmd in rt.ctx.commands.values() if hasattr(cmd, "log_totals")
                   for t, c in cmd.log_totals().values()]
         v = torch.from_numpy(np.concatenate((
@@ -439,15 +475,18 @@ class MotrixVectorEnv(VectorEnv):
         if self.output == "torch":
             dense = {g: (self._final_obs[g][:n] * done.unsqueeze(-1)).to(self.device) for g in self.obs_groups}
             return (dense[self.obs_groups[0]] if len(dense) == 1 else dense), done.to(self.device)
-        d = done.numpy()
+        d = done.cpu().numpy()
+        final = {g: b.cpu().numpy() for g, b in self._final_obs.items()}
         out = np.full(n, None, dtype=object)
         for i in np.flatnonzero(d).tolist():
-            per = {g: b[i].copy() for g, b in self._final_np.items()}
+            per = {g: b[i].copy() for g, b in final.items()}
             out[i] = per[self.obs_groups[0]] if len(per) == 1 else per
         return out, d.copy()
 
-    def _out_np(self, a: np.ndarray) -> Any:
-        """A fresh numpy array as a per-lane result."""
+    def _out_np(self, a: np.ndarray | Tensor) -> Any:
+        """A fresh numpy array (or, from a device backend, tensor) as a per-lane result."""
+        if isinstance(a, Tensor):
+            return a.to(self.device) if self.output == "torch" else a.cpu().numpy()
         return torch.from_numpy(a).to(self.device) if self.output == "torch" else a
 
     def _out_obs(self) -> Any:
@@ -455,6 +494,8 @@ class MotrixVectorEnv(VectorEnv):
         n = self.num_envs
         if self.output == "torch":
             out = {g: (b[:n].clone() if self.copy else b[:n]).to(self.device) for g, b in self._obs[self._cur].items()}
+        elif self._obs_np is None:  # on a device: copies
+            out = {g: b[:n].cpu().numpy() for g, b in self._obs[self._cur].items()}
         else:
             out = {g: (b[:n].copy() if self.copy else b[:n]) for g, b in self._obs_np[self._cur].items()}
         return out[self.obs_groups[0]] if len(out) == 1 else out

@@ -21,10 +21,15 @@ def tolerance(task: str) -> float:
     return TERRAIN_TOL if any(k in task for k in ("Rough", "Stairs", "Slope")) else FLAT_TOL
 
 
-def parity(task: str, steps: int = PARITY_STEPS, seed: int = 1) -> float:
+# Warp's devices here: the CPU always, a GPU where there is one (these cases run only there)
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+
+
+def parity(task: str, steps: int = PARITY_STEPS, seed: int = 1, device: str = "cpu") -> float:
     """Step both backends from the same seed with the same random actions; check RNG streams and
     flags are identical every step; return the largest observation difference."""
-    envs = {b: MotrixVectorEnv(task, N, backend=b, compile=False, progress=False, obs_groups=("policy", "critic"))
+    envs = {b: MotrixVectorEnv(task, N, backend=b, compile=False, progress=False, obs_groups=("policy", "critic"),
+                               device=device if b == "warp" else "cpu")
             for b in ("mujoco", "warp")}
     obs = {b: e.reset(seed=seed)[0] for b, e in envs.items()}
     worst = max(np.abs(obs["mujoco"][g] - obs["warp"][g]).max() for g in obs["mujoco"])
@@ -34,7 +39,7 @@ def parity(task: str, steps: int = PARITY_STEPS, seed: int = 1) -> float:
         (oc, rc, tc, uc, _), (ow, rw, tw, uw, _) = (e.step(a) for e in envs.values())
         np.testing.assert_array_equal(tc, tw)
         np.testing.assert_array_equal(uc, uw)
-        assert torch.equal(envs["mujoco"].runtime.ctx.rng.state, envs["warp"].runtime.ctx.rng.state)
+        assert torch.equal(envs["mujoco"].runtime.ctx.rng.state, envs["warp"].runtime.ctx.rng.state.cpu())
         assert all(np.isfinite(ow[g]).all() for g in ow)
         worst = max(worst, *(np.abs(oc[g] - ow[g]).max() for g in oc))
     for e in envs.values():
@@ -42,8 +47,9 @@ def parity(task: str, steps: int = PARITY_STEPS, seed: int = 1) -> float:
     return float(worst)
 
 
-def test_parity_walk_flat():
-    assert parity("G1WalkFlat") < FLAT_TOL
+@pytest.mark.parametrize("device", DEVICES)
+def test_parity_walk_flat(device):
+    assert parity("G1WalkFlat", device=device) < FLAT_TOL
 
 
 @pytest.mark.slow
@@ -120,3 +126,82 @@ def test_bench_rows(backend):
     row = bench_task("Motrix/G1WalkFlat-v0", 2, steps=2, repeats=1, compile=False, nthread=1, backend=backend)
     assert row["backend"] == backend and row["num_envs"] == 2
     assert row["env_ms"] > 0 and row["raw_ms"] > 0 and np.isfinite(row["overhead_ratio"])
+
+
+DEVICE_TASKS = ("G1WalkRough", "G1WbtDance", "Go1BallBalance")  # terrain, motion, ball and randomisation
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("task", DEVICE_TASKS)
+def test_no_tensor_depends_on_the_default_device(task, device):
+    """What a GPU run needs of the code, checked on the CPU: with torch's default device set to
+    "meta", a warp env builds, resets, steps through episode ends and observes. A tensor made
+    without a device outside the runtime's build (where the device is set), and every use of one
+    with the env's tensors, fails; on a GPU so does every host tensor the step meets."""
+    torch.set_default_device("meta")
+    try:
+        env = MotrixVectorEnv(task, N, backend="warp", device=device, compile=False, progress=False,
+                              autoreset_mode="NextStep" if task == "G1WbtDance" else "SameStep")
+        env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        ended = 0
+        for _ in range(30):
+            _, _, term, trunc, _ = env.step((rng.standard_normal(env.action_space.shape) * 3).astype(np.float32))
+            ended += int((term | trunc).sum())
+        assert ended > 0  # the resets ran
+        env.reset(seed=1, options={"reset_mask": np.array([True, False, True, False])})
+        assert env.runtime.ctx.qpos.device.type == device
+        env.close()
+    finally:
+        torch.set_default_device(None)
+
+
+def _tensors(x, seen, out):
+    """Every tensor reachable from ``x`` through dataclasses, containers and attributes."""
+    import dataclasses
+    import types
+    if id(x) in seen or isinstance(x, (type, types.ModuleType, types.FunctionType, str, bytes)):
+        return
+    seen.add(id(x))
+    if isinstance(x, torch.Tensor):
+        out.append(x)
+    elif isinstance(x, (tuple, list)):
+        for v in x:
+            _tensors(v, seen, out)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _tensors(v, seen, out)
+    elif dataclasses.is_dataclass(x):
+        for f in dataclasses.fields(x):
+            if f.name not in ("task", "cfg", "model"):  # configs: what the resolver read
+                _tensors(getattr(x, f.name), seen, out)
+    elif hasattr(x, "__dict__"):
+        _tensors(vars(x), seen, out)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_every_tensor_of_a_program_moves_to_the_device(task):
+    """``on_device`` reaches every index tensor and table the terms are given."""
+    from motrix_gym.envs import task_config
+    from motrix_gym.manager.resolver import on_device, resolve
+    from motrix_gym.sim.scene import build_model, height_map, model_info
+    cfg = task_config(task)
+    program = resolve(cfg, model_info(build_model(cfg.scene, cfg.sim_dt), height_map(cfg.scene.terrain)))
+    before, moved = [], []
+    _tensors(program, set(), before)
+    _tensors(on_device(program, torch.device("meta")), set(), moved)
+    assert before and len(moved) == len(before)
+    assert {t.device.type for t in moved} == {"meta"}, [tuple(t.shape) for t in moved if t.device.type != "meta"]
+    assert on_device(program, torch.device("cpu")) is program
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(device="meta"), "CPU or CUDA device"),
+    (dict(device="gpu"), "device must be a torch device"),
+    (dict(backend="warp", device="cuda:0"), "CUDA is not available"),
+])
+def test_bad_devices(kwargs, match):
+    if torch.cuda.is_available() and "CUDA" in match:
+        pytest.skip("CUDA is available here")
+    with pytest.raises(ValueError, match=match):
+        MotrixVectorEnv("G1WalkFlat", 2, compile=False, **kwargs)

@@ -24,10 +24,11 @@ def first_episodes(env_id: str, act: Act, lanes: int = 64, seed: int = 0, **make
     make = {"compile": False, "progress": False, **make}
     env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, **make)
     rt = env.env.runtime
-    ret = torch.zeros(lanes)
-    length = torch.zeros(lanes, dtype=torch.long)
-    alive = torch.ones(lanes, dtype=torch.bool)
-    terms = torch.zeros(len(rt.reward_names), dtype=torch.float64)
+    dev = env.device
+    ret = torch.zeros(lanes, device=dev)
+    length = torch.zeros(lanes, dtype=torch.long, device=dev)
+    alive = torch.ones(lanes, dtype=torch.bool, device=dev)
+    terms = torch.zeros(len(rt.reward_names), dtype=torch.float64, device=dev)
     obs = env.get_observations()
     for _ in range(env.max_episode_length + 1):
         with torch.inference_mode():
@@ -35,7 +36,7 @@ def first_episodes(env_id: str, act: Act, lanes: int = 64, seed: int = 0, **make
         obs, rewards, dones, _ = env.step(actions)
         ret += torch.where(alive, rewards, 0.0)
         length += alive.long()
-        terms += (rt.reward_terms[:lanes] * alive.unsqueeze(-1)).sum(0).double()
+        terms += (rt.reward_terms[:lanes] * alive.unsqueeze(-1).to(rt.device)).sum(0).double().to(dev)
         alive &= ~dones
         if not alive.any():
             break
@@ -51,10 +52,10 @@ def baselines(num_actions: int, clip: float, seed: int) -> dict[str, Act]:
     gen = torch.Generator().manual_seed(seed)
 
     def random(obs: TensorDict) -> torch.Tensor:
-        return (torch.rand(obs.batch_size[0], num_actions, generator=gen) * 2.0 - 1.0) * clip
+        return ((torch.rand(obs.batch_size[0], num_actions, generator=gen) * 2.0 - 1.0) * clip).to(obs.device)
 
     def zero(obs: TensorDict) -> torch.Tensor:
-        return torch.zeros(obs.batch_size[0], num_actions)
+        return torch.zeros(obs.batch_size[0], num_actions, device=obs.device)
 
     return {"random": random, "zero": zero}
 

@@ -82,7 +82,7 @@ def make_algorithm(env: Any, cfg: PpoConfig, rank: int, world: int, device: str 
 def train(env_id: str, num_envs: int | None = None, minutes: float | None = None, iterations: int | None = None,
           seed: int = 0, log_dir: str | Path = "logs", resume: str | Path | None = None, compile: bool = True,
           eval_lanes: int = 64, progress: bool = True, config: PpoConfig | None = None,
-          distributed: bool = False) -> TrainResult:
+          distributed: bool = False, device: str = "cpu") -> TrainResult:
     """Train ``env_id`` for ``minutes`` of wall time or ``iterations`` PPO iterations (exactly one of
     them), starting from ``resume`` (a checkpoint) or from scratch.
 
@@ -90,7 +90,10 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     caller initialised it); every rank runs ``num_envs`` lanes of one environment
     (``distributed=True``) and PPO averages its gradients over the ranks. Rank 0 decides when the
     budget is spent, and alone writes the run directory, with every rank's episodes in its figures;
-    the other ranks return a result without one."""
+    the other ranks return a result without one.
+
+    ``device``: where the env's torch outputs and the policy live; ``"cuda"`` also runs the
+    simulation and the runtime there (MuJoCo Warp)."""
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
@@ -126,12 +129,13 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
             "env_id": env_id, "seed": seed, "ranks": world, "ppo": cfg.as_dict(),
             "resumed_from": str(resume) if resume else None}, indent=1))
     env = make_rsl_rl(env_id, num_envs=cfg.num_envs, seed=seed, compile=compile, progress=progress and lead,
-                      distributed=distributed)
+                      distributed=distributed, device=device)
+    device = str(env.device)
     runner = None
     if distributed:
-        alg = make_algorithm(env, cfg, rank, world)
+        alg = make_algorithm(env, cfg, rank, world, device)
     else:
-        runner = make_runner(env, cfg)
+        runner = make_runner(env, cfg, device)
         alg = runner.alg
     if state is not None:
         alg.load(state, None, strict=True)
@@ -140,8 +144,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     rows: list[dict[str, float]] = []
     returns: deque[float] = deque(maxlen=100)
     lengths: deque[float] = deque(maxlen=100)
-    ret = torch.zeros(cfg.num_envs)
-    length = torch.zeros(cfg.num_envs)
+    ret = torch.zeros(cfg.num_envs, device=device)
+    length = torch.zeros(cfg.num_envs, device=device)
     steps_per_it = cfg.num_steps_per_env * cfg.num_envs * world
 
     def save(it: int) -> Path:
@@ -224,7 +228,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                "final_train_mean_episode_length": rows[-1]["mean_episode_length"], "eval": None}
     if eval_lanes:
         alg.eval_mode()
-        summary["eval"] = evaluate(env_id, alg.get_policy(), lanes=eval_lanes, seed=seed + 1, progress=progress)
+        summary["eval"] = evaluate(env_id, alg.get_policy(), lanes=eval_lanes, seed=seed + 1, progress=progress,
+                                   device=device)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return TrainResult(run_dir, last, done, done * steps_per_it, seconds, summary, mine)
 

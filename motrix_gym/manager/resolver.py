@@ -9,6 +9,7 @@ error names the term at fault. Model references become index tensors.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 import re
@@ -150,6 +151,26 @@ class ResolvedProgram:
     sensors: tuple[str, ...]  # the sensors the terms read, in the model's order
 
 
+_KEPT = ("task", "model", "cfg", "func")  # configs and functions: no tensors of the program's own
+
+
+def on_device(x: Any, device: torch.device) -> Any:
+    """``x`` (a ``ResolvedProgram`` or a part of it) with every index tensor and table on
+    ``device``: a copy, or ``x`` itself on the CPU, where the resolver makes them."""
+    if device.type == "cpu":
+        return x
+    if isinstance(x, Tensor):
+        return x.to(device)
+    if isinstance(x, tuple):
+        return tuple(on_device(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: on_device(v, device) for k, v in x.items()}
+    if dataclasses.is_dataclass(x) and not isinstance(x, type) and type(x).__module__ == __name__:
+        return dataclasses.replace(x, **{f.name: on_device(getattr(x, f.name), device)
+                                         for f in dataclasses.fields(x) if f.name not in _KEPT})
+    return x
+
+
 BASE_READS = ("qpos", "qvel", "xpos", "xquat", "sensordata")
 EXTRA_READS = ("cvel", "subtree_com", "actuator_force", "qacc")  # fields a task may add
 VELOCITY_READS = ("cvel",)  # of the derived fields, those of the velocity stage
@@ -282,7 +303,13 @@ def _resolve_terms(kind: str, terms: tuple[Any, ...], model: ModelInfo, skip: in
 
 
 def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
-    """Validate ``task`` against ``model`` and emit the program the runtime runs."""
+    """Validate ``task`` against ``model`` and emit the program the runtime runs, its tensors on
+    the CPU whatever torch's default device is (``on_device`` moves them)."""
+    with torch.device("cpu"):
+        return _resolve(task, model)
+
+
+def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     if task.decimation < 1 or task.sim_dt <= 0 or task.episode_length_s <= 0:
         raise TaskConfigError(f"task {task.name!r}: decimation, sim_dt and episode_length_s must be positive")
     if "policy" not in task.observations:

@@ -55,7 +55,7 @@ class MotionCommand:
         if abs(corpus.fps * env.step_dt - 1.0) > 1e-6:
             raise ValueError(f"motion command: corpus at {corpus.fps} fps, the task steps at {1 / env.step_dt:g} Hz")
         self.sampling, self.floor, self.alpha = sampling, floor, alpha
-        self.c = corpus
+        corpus = self.c = corpus.to(env.device)
         # the corpus holds the robot's bodies, which follow one another from the root in the model
         self.anchor = int(anchor[0]) - env.root_body
         self.anchor_body = int(anchor[0])

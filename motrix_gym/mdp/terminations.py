@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import torch
+import math
+
 from torch import Tensor
 
 from motrix_gym.manager.resolver import SensorSlice
@@ -22,7 +23,7 @@ def illegal_contact(env: Context, sensors: tuple[SensorSlice, ...]) -> Tensor:
 def bad_orientation(env: Context, limit_angle: float) -> Tensor:
     """Root tilted more than ``limit_angle`` radians from upright."""
     cos_tilt = -projected_gravity(env)[:, 2]
-    return cos_tilt < torch.cos(torch.tensor(limit_angle))
+    return cos_tilt < math.cos(limit_angle)
 
 
 def root_height_below(env: Context, min_height: float) -> Tensor:

@@ -9,6 +9,7 @@ are picked by name in the robot's order; a missing name is an error naming the c
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +71,11 @@ class MotionCorpus:
     @property
     def num_frames(self) -> int:
         return self.joint_pos.shape[0]
+
+    def to(self, device: torch.device | str) -> MotionCorpus:
+        """The corpus with its tensors on ``device``."""
+        return dataclasses.replace(self, **{f.name: getattr(self, f.name).to(device) for f in dataclasses.fields(self)
+                                            if isinstance(getattr(self, f.name), Tensor)})
 
 
 def _paths(sources: str | Path | list[str | Path]) -> list[Path]:

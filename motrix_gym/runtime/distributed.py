@@ -45,8 +45,8 @@ class Ranks:
 
         ranks = cls.default_group()
         world = ranks.world
-        mine = torch.tensor([num_envs, lane_offset], dtype=torch.int64)
-        every = [torch.zeros(2, dtype=torch.int64) for _ in range(world)]
+        mine = torch.tensor([num_envs, lane_offset], dtype=torch.int64, device="cpu")
+        every = [torch.zeros(2, dtype=torch.int64, device="cpu") for _ in range(world)]
         dist.all_gather(every, mine)
         counts = [int(t[0]) for t in every]
         offsets = [int(t[1]) for t in every]

@@ -32,7 +32,7 @@ MAX_DRAWS = 1 << 16
 # k * GOLDEN for k = 1..MAX_DRAWS, wrapped to int64. A table rather than ``arange * GOLDEN``:
 # Inductor folds the latter into an index expression and overflows evaluating it exactly.
 _GOLDEN_STEPS = torch.tensor([_i64(k * (GOLDEN % _U64) % _U64) for k in range(1, MAX_DRAWS + 1)],
-                             dtype=torch.int64)
+                             dtype=torch.int64, device="cpu")
 
 
 def _shr(x: Tensor, k: int) -> Tensor:
@@ -51,7 +51,7 @@ def seed_states(seed: int, lane_ids: Tensor) -> Tensor:
     """Initial state of each lane from ``(seed, global lane id)``."""
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < _U64:
         raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
-    base = mix64(torch.tensor(_i64(seed), dtype=torch.int64))
+    base = mix64(torch.tensor(_i64(seed), dtype=torch.int64, device=lane_ids.device))
     return mix64(base ^ mix64(lane_ids.to(torch.int64) + 1))
 
 
@@ -60,6 +60,7 @@ class LaneRng:
 
     def __init__(self, num_lanes: int, device: torch.device | str = "cpu") -> None:
         self.state = torch.zeros(num_lanes, dtype=torch.int64, device=device)
+        self.steps = _GOLDEN_STEPS.to(self.state.device)  # on the lanes' device: no copy per draw
 
     def seed(self, seed: int, lane_ids: Tensor) -> None:
         self.state.copy_(seed_states(seed, lane_ids))
@@ -68,7 +69,7 @@ class LaneRng:
         """``(lanes, n)`` raw 64-bit outputs; lanes outside ``mask`` keep their state."""
         if not 0 < n <= MAX_DRAWS:
             raise ValueError(f"a draw takes 1 to {MAX_DRAWS} numbers per lane, asked for {n}")
-        out = mix64(self.state.unsqueeze(-1) + _GOLDEN_STEPS[:n].to(self.state.device))
+        out = mix64(self.state.unsqueeze(-1) + self.steps[:n])
         advanced = self.state + _i64(n * GOLDEN % _U64)
         self.state.copy_(advanced if mask is None else torch.where(mask, advanced, self.state))
         return out

@@ -3,8 +3,13 @@
 Three kinds of graph run per step, each compiled once ahead of time with
 ``torch.compile(fullgraph=True)`` (or loaded from ``graph_store``) and then called without Dynamo
 (``runtime.graph``), or run eagerly with ``compile=False`` (the functions are the same). Before
-them, ``read`` copies the sim's float64 arrays into the float32 context and flags diverged
-lanes, in numpy.
+them, ``read`` copies the sim's arrays into the float32 context and flags diverged lanes.
+
+The runtime's state lives on the simulation's device (``sim.device``). With a host backend (C
+MuJoCo: numpy views) the parts between the graphs -- ``read``, ``apply_action``, lane writes --
+run in numpy over the same memory; with a device backend (MuJoCo Warp: torch tensors, on the CPU
+or a GPU) they run as torch ops on that device, and ``host`` holds numpy copies that
+``fetch`` refreshes.
 
 - ``step`` (one per set of observed groups): ``evaluate`` -- command update -> rewards
   (weight * dt) -> terminations -> command advance, episode bookkeeping, events -- then every
@@ -26,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from motrix_gym.manager.resolver import ResolvedProgram, ResolvedTerm, TaskConfigError
+from motrix_gym.manager.resolver import ResolvedProgram, ResolvedTerm, TaskConfigError, on_device
 from motrix_gym.math.heightfield import HeightField
 from motrix_gym.runtime.context import Context
 from motrix_gym.runtime.distributed import Ranks
@@ -120,7 +125,7 @@ class TorchManagerRuntime:
 
     def __init__(self, program: ResolvedProgram, sim: SimBackend, compile: bool = True,
                  lane_offset: int = 0, ranks: Ranks | None = None, store: GraphStore | None = None) -> None:
-        self.program = program
+        self.program = program = on_device(program, sim.device)
         self.store = store
         self.ranks = ranks or Ranks()
         self.sim = sim
@@ -128,11 +133,16 @@ class TorchManagerRuntime:
         self._graphs: list[Graph] = []
         self._check_guards = False
         self.lane_offset = lane_offset
-        task, m = program.task, program.model
+        self.device, self.on_host = sim.device, not sim.tensors
+        with torch.device(self.device):  # every tensor the runtime and its terms make
+            self._build(program, sim)
+
+    def _build(self, program: ResolvedProgram, sim: SimBackend) -> None:
+        task, m, dev = program.task, program.model, self.device
         n = self.num_envs = sim.num_envs
         na = len(program.action.joints.names)
         ctx = self.ctx = Context(n, m.nq, m.nv, m.nbody, m.nsensordata, na, task.step_dt,
-                                 task.max_episode_steps, program.default_qpos)
+                                 task.max_episode_steps, program.default_qpos, device=dev)
         L = ctx.num_lanes
         limits = torch.full((m.nq, 2), float("inf"))
         limits[:, 0] = -float("inf")
@@ -150,13 +160,13 @@ class TorchManagerRuntime:
             ctx.ball_radius = torch.full((ctx.num_lanes,), float(program.balls[0].cfg.radius))
         hm = program.model.heightfield
         if hm is not None:
-            ctx.terrain = HeightField(torch.from_numpy(hm.heights), hm.origin, hm.spacing)
-            ctx.terrain_tiles = torch.from_numpy(hm.tile_centers).float()
+            ctx.terrain = HeightField(torch.from_numpy(hm.heights).to(dev), hm.origin, hm.spacing)
+            ctx.terrain_tiles = torch.from_numpy(hm.tile_centers).float().to(dev)
             ctx.terrain_tile_size = hm.tile_size
         for name in program.reads:
             if not hasattr(ctx, name):
                 ctx.add_read(name, tuple(sim.arrays[name].shape[1:]))
-        self.lane_ids = torch.arange(L, dtype=torch.int64) + lane_offset
+        self.lane_ids = torch.arange(L, dtype=torch.int64) + self.lane_offset
         self.real = torch.arange(L) < n  # padding lanes are never reset or reported
 
         for c in program.commands:
@@ -164,7 +174,7 @@ class TorchManagerRuntime:
 
         self.reward_names = tuple(t.name for t in program.rewards)
         self.termination_names = tuple(t.name for t in program.terminations)
-        self.time_out_flags = torch.tensor([bool(t.cfg.time_out) for t in program.terminations])
+        self.time_out_flags = torch.tensor([bool(t.cfg.time_out) for t in program.terminations], dtype=torch.bool)
         self.reward_weights = [float(t.cfg.weight) * task.step_dt for t in program.rewards]
         self.reward_terms = torch.zeros(L, len(program.rewards))
         self.reward = torch.zeros(L)
@@ -182,12 +192,14 @@ class TorchManagerRuntime:
         self.episode_return = torch.zeros(L)
 
         act = program.action
-        self._act_default = ctx.default_qpos[act.joints.qpos].numpy()
-        self._act_scale = act.scale.numpy()
-        self._act_ids = act.actuator_ids.numpy()
-        self._act_identity = torch.equal(act.actuator_ids, torch.arange(m.nu))
-        self._target = np.zeros((n, na), np.float32)
-        self._delayed = np.zeros((n, na), np.float32)
+        # default + scale * action -> ctrl[:, ids]; as tensors on the device, and numpy views of them
+        self._act = (ctx.default_qpos[act.joints.qpos].clone(), act.scale.float().to(dev),
+                     act.actuator_ids.to(dev))
+        self._act_identity = torch.equal(act.actuator_ids, torch.arange(m.nu, device="cpu"))
+        if self.on_host:
+            self._act_default, self._act_scale, self._act_ids = (t.numpy() for t in self._act)
+            self._target = np.zeros((n, na), np.float32)
+            self._delayed = np.zeros((n, na), np.float32)
         self.action_delay = torch.zeros(L, dtype=torch.bool)  # lanes whose targets lag one step
         # Per-lane physical parameters drawn at reset (friction, mass scale, centre-of-mass
         # offset, stiffness and damping scales), written into the simulation for the reset lanes.
@@ -196,17 +208,21 @@ class TorchManagerRuntime:
         self.lane_params[:, 2:5] = 0.0
 
         self.failed = torch.zeros(L, dtype=torch.bool)  # lanes MuJoCo flagged at the last physics call
-        # numpy views of the buffers the step reads or writes outside the graphs, made once: numpy's
-        # small ops and indexing dispatch faster than torch's, and each Tensor.numpy() is a call
-        self.host: dict[str, np.ndarray] = {name: t.numpy() for name, t in (
+        # The buffers the env and the step read or write outside the graphs. On the host, numpy
+        # views made once: numpy's small ops and indexing dispatch faster than torch's, and each
+        # Tensor.numpy() is a call. On a device, numpy copies that ``fetch`` refreshes.
+        self._host_tensors = {name: t for name, t in (
             ("qpos", ctx.qpos), ("qvel", ctx.qvel), ("action", ctx.action), ("last_action", ctx.last_action),
             ("episode_step", ctx.episode_step), ("diverged", ctx.diverged), ("failed", self.failed),
             ("real", self.real), ("reward", self.reward), ("terminated", self.terminated),
             ("truncated", self.truncated), ("done", self.done), ("episode_sums", self.episode_sums),
             ("episode_return", self.episode_return), ("termination_terms", self.termination_terms),
             ("action_delay", self.action_delay), ("lane_params", self.lane_params))}
-        # for read(): each read field's name and context buffer, as a numpy view of the real lanes
-        self._reads = [(name, getattr(ctx, name).numpy()[:n]) for name in program.reads]
+        self.host: dict[str, np.ndarray] = {name: t.cpu().numpy() if self.on_host else t.cpu().numpy().copy()
+                                            for name, t in self._host_tensors.items()}
+        # for read(): each read field's name and context buffer (of the real lanes), as a numpy view on the host
+        self._reads = [(name, getattr(ctx, name)[:n].numpy() if self.on_host else getattr(ctx, name)[:n])
+                       for name in program.reads]
         self.read()
         self.obs_dims = {g: self._probe(g, terms) for g, terms in program.observations.items()}
         self._noise = {g: self._noise_tables(terms, self.obs_dims[g])
@@ -224,6 +240,13 @@ class TorchManagerRuntime:
         self._step_graphs: dict[tuple[str, ...], Graph] = {}
         self._all = torch.ones(L, dtype=torch.bool)
         self._rng_before_obs = ctx.rng.state.clone()
+
+    def fetch(self, *names: str) -> None:
+        """Bring ``host[name]`` up to date for each of ``names`` (on the host they are views: nothing
+        to do; on a device, one copy each)."""
+        if not self.on_host:
+            for name in names:
+                np.copyto(self.host[name], self._host_tensors[name].cpu().numpy())
 
     def _graph(self, fn: Callable, name: str) -> Graph:
         """A graph of this runtime; compiled ones get a symbolic lane dimension (see lane_tensors)."""
@@ -276,12 +299,12 @@ class TorchManagerRuntime:
         to overwrite)."""
         from tqdm import tqdm
 
-        L = self.ctx.num_lanes
-        mask = torch.ones(L, dtype=torch.bool)
-        outs = [torch.zeros(L, sum(self.obs_dims[g])) for g in groups]
+        L, dev = self.ctx.num_lanes, self.device
+        mask = torch.ones(L, dtype=torch.bool, device=dev)
+        outs = [torch.zeros(L, sum(self.obs_dims[g]), device=dev) for g in groups]
         jobs = [("step", self.step_graph(groups), outs),
                 ("reset", self._reset_graph, (mask,))]
-        jobs += [(f"observe[{g}]", self.observe_graphs[g], (torch.zeros(L, sum(self.obs_dims[g])), mask))
+        jobs += [(f"observe[{g}]", self.observe_graphs[g], (torch.zeros(L, sum(self.obs_dims[g]), device=dev), mask))
                  for g in groups]
         if self._stats_graph is not None:
             jobs.append(("shared statistics", self._stats_graph, (mask,)))
@@ -334,7 +357,10 @@ class TorchManagerRuntime:
         the state: when every position is finite and within MuJoCo's bound of a valid state
         (1e10) and every speed within ``max_speed``, they are finite too. Otherwise each field is
         checked: its sum is finite exactly when all its values are (or it overflowed: zeroing then
-        changes nothing)."""
+        changes nothing). On a device the same, in torch, and every field is cleaned without a
+        check (a check would wait for the device)."""
+        if not self.on_host:
+            return self._read_tensors()
         n, a = self.num_envs, self.sim.arrays
         qpos = a["qpos"]
         ok = np.isfinite(qpos).all(-1) & (np.abs(a["qvel"]).max(-1) <= self.program.task.max_speed)  # NaN: False
@@ -347,6 +373,14 @@ class TorchManagerRuntime:
             for _, dst in self._reads:
                 if not np.isfinite(dst.sum()):
                     np.nan_to_num(dst, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+
+    def _read_tensors(self) -> None:
+        n, a, ctx = self.num_envs, self.sim.arrays, self.ctx
+        ok = torch.isfinite(a["qpos"]).all(-1) & (a["qvel"].abs().amax(-1) <= self.program.task.max_speed)
+        torch.logical_or(~ok, self.failed[:n], out=ctx.diverged[:n])
+        for name, dst in self._reads:
+            dst.copy_(a[name])
+            torch.nan_to_num(dst, nan=0.0, posinf=0.0, neginf=0.0, out=dst)
 
     def _evaluate(self) -> None:
         ctx = self.ctx
@@ -426,7 +460,10 @@ class TorchManagerRuntime:
     def apply_action(self, actions: np.ndarray) -> None:
         """``actions`` (num_envs, na) float32 -> position targets in the sim's ctrl. In numpy, over
         the same memory: right after the physics a few small numpy ops dispatch faster than
-        torch's. The targets are float32, as the terms see them."""
+        torch's (on a device: ``actions`` a tensor there, the same in torch). The targets are
+        float32, as the terms see them."""
+        if not self.on_host:
+            return self._apply_action_tensors(actions)
         n, target = self.num_envs, self._target
         action = self.host["action"]
         np.copyto(self.host["last_action"], action)
@@ -444,19 +481,37 @@ class TorchManagerRuntime:
         else:
             self.sim.arrays["ctrl"][:, self._act_ids] = target
 
-    def read_lanes(self, ids: np.ndarray) -> None:
+    def _apply_action_tensors(self, actions: Tensor) -> None:
+        n, ctx = self.num_envs, self.ctx
+        default, scale, ids = self._act
+        ctx.last_action.copy_(ctx.action)
+        clip = self.program.action.clip
+        torch.clamp(actions, -clip, clip, out=ctx.action[:n])
+        act = ctx.action[:n]
+        if self.program.action.max_delay:  # delayed lanes act on the previous step's action
+            act = torch.where(self.action_delay[:n, None], ctx.last_action[:n], act)
+        target = default + scale * act
+        ctrl = self.sim.arrays["ctrl"]
+        if self._act_identity:
+            ctrl.copy_(target)
+        else:
+            ctrl[:, ids] = target.to(ctrl.dtype)
+
+    def read_lanes(self, ids: np.ndarray | Tensor) -> None:
         """Copy lanes ``ids`` (just written by a reset or an event, so finite) from the sim."""
         arrays = self.sim.arrays
         for name, dst in self._reads:
             dst[ids] = arrays[name][ids]
-        self.host["diverged"][ids] = False
+        (self.host if self.on_host else self._host_tensors)["diverged"][ids] = False
 
     def step(self, actions: np.ndarray, outs: dict[str, Tensor], ids: np.ndarray | None = None) -> None:
         """Apply actions, run the physics for lanes ``ids`` (all when None), evaluate, and observe
         every lane into ``outs`` (group -> (num_lanes, d) buffer)."""
         self.apply_action(actions)
+        if not self.on_host and ids is not None:
+            ids = torch.as_tensor(ids, device=self.device)
         failed = self.sim.step(self.program.task.decimation, ids)
-        flagged = self.host["failed"]
+        flagged = self.host["failed"] if self.on_host else self.failed
         flagged[:] = False
         flagged[failed] = True
         self.read()
@@ -497,16 +552,21 @@ class TorchManagerRuntime:
     def _write_lanes(self, mask: Tensor, full: bool) -> None:
         """Write the context's qpos/qvel of the real lanes in ``mask`` into the simulation
         (``full``: as a reset), forward them and read them back."""
-        ids = np.flatnonzero(mask.numpy()[:self.num_envs]).astype(np.int32)
+        if self.on_host:
+            ids = np.flatnonzero(mask.numpy()[:self.num_envs]).astype(np.int32)
+            qpos, qvel, params = self.host["qpos"], self.host["qvel"], self.host["lane_params"]
+        else:
+            ids = torch.nonzero(mask[:self.num_envs]).flatten()
+            qpos, qvel, params = self.ctx.qpos, self.ctx.qvel, self.lane_params
         if full and self.program.randomization is not None and len(ids):
-            r, p = self.program.randomization, self.host["lane_params"][ids].astype(np.float64)
+            r, p = self.program.randomization, params[ids].astype(np.float64) if self.on_host else params[ids].double()
             self.sim.randomize(ids, r.friction_geoms, r.bodies, r.root, friction=p[:, 0], mass_scale=p[:, 1],
                                com_offset=p[:, 2:5], kp_scale=p[:, 5], kd_scale=p[:, 6])
             if r.ball is not None:
                 b = r.ball
                 self.sim.randomize_ball(ids, b.body, b.geom, b.joint.dof, radius=p[:, 7], mass=p[:, 8],
                                         friction=p[:, 9], softness=p[:, 10], damping=p[:, 11])
-        self.sim.reset(ids, self.host["qpos"][ids], self.host["qvel"][ids], full=full)
+        self.sim.reset(ids, qpos[ids], qvel[ids], full=full)
         self.read_lanes(ids)
 
     def _shared_stats(self, mask: Tensor) -> None:
@@ -517,7 +577,7 @@ class TorchManagerRuntime:
         """Reset the lanes in ``mask`` (bool, (num_lanes,)): runtime state, then the sim. The
         statistics shared by every lane are gathered first and summed over the ranks; in a
         distributed run every rank resets whenever any rank does (its mask may be empty)."""
-        mask = torch.from_numpy(mask.numpy() & self.host["real"])
+        mask = torch.from_numpy(mask.numpy() & self.host["real"]) if self.on_host else mask.to(self.device) & self.real
         if self._stats_graph is not None:
             self._stats_graph(mask)
             for c in self._shared:
@@ -526,4 +586,4 @@ class TorchManagerRuntime:
         self._write_lanes(mask, full=True)
 
     def observe(self, group: str, out: Tensor, mask: Tensor) -> None:
-        self.observe_graphs[group](out, mask)
+        self.observe_graphs[group](out, mask.to(self.device))

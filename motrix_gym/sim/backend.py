@@ -2,8 +2,10 @@
 
 ``sim/mujoco_batch.py`` implements it over ``mujoco.batch.Batch``, ``sim/warp_batch.py`` over
 MuJoCo Warp; ``make_sim`` imports the one asked for. The runtime reads and writes
-the state through ``arrays`` (host views, ``(num_envs, ...)``, over the backend's own memory),
-and knows the model only through ``resolver.ModelInfo``.
+the state through ``arrays`` (``(num_envs, ...)`` views over the backend's own memory), and
+knows the model only through ``resolver.ModelInfo``. A host backend (``tensors`` False) gives
+numpy views and takes lane ids as numpy arrays; a device backend (``tensors`` True) gives torch
+tensors on ``device`` and takes and returns lane ids as tensors there.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+import torch
+from torch import Tensor
 
 if TYPE_CHECKING:
     import mujoco
@@ -21,8 +25,10 @@ BACKENDS = ("mujoco", "warp")
 class SimBackend(Protocol):
     num_envs: int
     nthread: int
+    device: torch.device
+    tensors: bool
     # "qpos", "qvel", "ctrl" and every field the task reads (see ResolvedProgram.reads)
-    arrays: dict[str, np.ndarray]
+    arrays: dict[str, np.ndarray] | dict[str, Tensor]
 
     def step(self, nstep: int, ids: np.ndarray | None = None) -> np.ndarray:
         """Advance lanes ``ids`` (all when None) by ``nstep`` substeps; return the ids of lanes
@@ -46,13 +52,16 @@ class SimBackend(Protocol):
 
 
 def make_sim(backend: str, model: mujoco.MjModel, num_envs: int, nthread: int | None, reads: tuple[str, ...],
-             sensing: mujoco.MjModel | None, stage: int) -> SimBackend:
+             sensing: mujoco.MjModel | None, stage: int, device: str = "cpu") -> SimBackend:
     """The ``backend`` simulation of ``num_envs`` lanes of ``model`` (``sensing``: the sensing
-    model or None), reading ``reads`` up to ``stage``."""
+    model or None), reading ``reads`` up to ``stage``, on ``device`` (the C backend runs on the
+    CPU only)."""
     if backend == "mujoco":
+        if device != "cpu":
+            raise ValueError(f"backend 'mujoco' runs on the CPU, got device {device!r} (backend 'warp' runs on a GPU)")
         from motrix_gym.sim.mujoco_batch import MujocoBatchSim
         return MujocoBatchSim(model, num_envs, nthread, reads=reads, sensing=sensing, stage=stage)
     if backend == "warp":
         from motrix_gym.sim.warp_batch import WarpBatchSim
-        return WarpBatchSim(model, num_envs, reads=reads, sensing=sensing, stage=stage)
+        return WarpBatchSim(model, num_envs, reads=reads, sensing=sensing, stage=stage, device=device)
     raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")

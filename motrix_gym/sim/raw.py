@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import numpy as np
+import torch
 
 from motrix_gym.sim.backend import SimBackend
 from motrix_gym.sim.engine import batch, mujoco
@@ -50,7 +51,8 @@ class MujocoRaw:
 
 
 class WarpRaw:
-    """A second ``mujoco_warp`` data over the env's own (per-lane) physics model."""
+    """A second ``mujoco_warp`` data over the env's own (per-lane) physics model, stepped as the
+    env steps its own (``warp_batch.Replay``: a CUDA graph on a GPU)."""
 
     STATE = ("qpos", "qvel", "act", "qacc_warmstart", "time", "ctrl")
 
@@ -58,31 +60,44 @@ class WarpRaw:
         from motrix_gym.sim import warp_batch
 
         self.sim, self.wb = sim, warp_batch
-        with warp_batch.wp.ScopedDevice(sim.device):
+        with warp_batch.wp.ScopedDevice(sim.wp_device):
             self.data = warp_batch.mjw.make_data(sim.model, nworld=sim.num_envs, nconmax=sim.nconmax,
                                                  njmax=sim.njmax)
-        self.ctrl = self.data.ctrl.numpy()
+        to = sim._torch
+        self.ctrl = to(self.data.ctrl)
+        self._state = {f: to(getattr(self.data, f)) for f in self.STATE}
+        self._runs: dict[tuple[int, bool], Any] = {}
 
-    def record(self) -> dict[str, np.ndarray]:
-        return {f: getattr(self.sim.d, f).numpy().copy() for f in self.STATE}
+    def record(self) -> dict[str, Any]:
+        return {f: self.sim._torch(getattr(self.sim.d, f)).clone() for f in self.STATE}
 
     def sync_models(self) -> None:
         pass  # the raw data steps the env's model itself
 
-    def replay(self, state: dict[str, np.ndarray], cols: np.ndarray, targets: np.ndarray, nstep: int,
-               velocity: bool) -> float:
-        wp, mjw, m, d = self.wb.wp, self.wb.mjw, self.sim.m, self.data
+    def _run(self, nstep: int, velocity: bool) -> Any:
+        key = (nstep, velocity)
+        if key not in self._runs:
+            mjw, m, d = self.wb.mjw, self.sim.m, self.data
+            step = self.wb.substeps(m, d, nstep)
+
+            def run() -> None:
+                step()
+                if velocity:
+                    mjw.fwd_position(m, d, factorize=False)
+                    mjw.fwd_velocity(m, d)
+            self._runs[key] = self.wb.Replay(run, self.sim.wp_device)
+        return self._runs[key]
+
+    def replay(self, state: dict[str, Any], cols: np.ndarray, targets: Any, nstep: int, velocity: bool) -> float:
         for f, v in state.items():
-            np.copyto(getattr(d, f).numpy(), v)
+            self._state[f].copy_(v)
+        run, sync = self._run(nstep, velocity), self.wb.wp.synchronize_device
+        targets = torch.as_tensor(targets, device=self.ctrl.device).to(self.ctrl.dtype)
+        sync(self.sim.wp_device)
         t = time.perf_counter()
-        with wp.ScopedDevice(self.sim.device):
-            self.ctrl[:, cols] = targets
-            for _ in range(nstep):
-                mjw.step(m, d)
-            if velocity:
-                mjw.fwd_position(m, d, factorize=False)
-                mjw.fwd_velocity(m, d)
-            wp.synchronize_device()
+        self.ctrl[:, cols] = targets
+        run()
+        sync(self.sim.wp_device)
         return time.perf_counter() - t
 
 

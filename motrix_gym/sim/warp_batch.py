@@ -1,10 +1,13 @@
-"""The MuJoCo Warp backend: every lane a world of one ``mujoco_warp`` model, on Warp's CPU device.
+"""The MuJoCo Warp backend: every lane a world of one ``mujoco_warp`` model, on a Warp device
+(``"cpu"``, or ``"cuda"`` / ``"cuda:N"``).
 
 It implements ``backend.SimBackend`` over the same compiled models as ``mujoco_batch``: the
 physics model steps ``decimation`` substeps, and a sensing model (``scene.build_sensing_model``)
-forwards each new state so that frames, velocities and sensors describe it. ``arrays`` are numpy
-views of Warp's own float32 arrays (on the CPU device they share memory), so the runtime reads and
-writes them exactly as it does the C backend's.
+forwards each new state so that frames, velocities and sensors describe it. ``arrays`` are torch
+tensors over Warp's own float32 arrays (``wp.to_torch``, no copies) on the same device, and every
+lane-indexed read and write here is a torch op on them: the same code runs on the CPU device,
+where the tests run it, and on a GPU. On CUDA the substeps and the sensing pass are each
+captured once as a CUDA graph and replayed.
 
 Warp cannot step or forward a subset of its worlds, which sets three rules here:
 
@@ -25,7 +28,8 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -57,7 +61,7 @@ _O = mjw.OverflowType
 # not among them: C MuJoCo stops there too.
 OVERFLOWS = _O.NEFC | _O.NJMAX_NNZ | _O.BROADPHASE | _O.NARROWPHASE | _O.CCD | _O.HFIELD | _O.NVMAX
 MAX_VALUE = 1e10  # mjMAXVAL: C MuJoCo resets a lane whose qpos, qvel or qacc exceeds it
-DEVICES = ("cpu",)
+DEVICES = ("cpu", "cuda")  # Warp's device kinds; "cuda:N" names one GPU
 
 
 def _put(model: mujoco.MjModel, num_envs: int, lane_fields: bool) -> mjw.Model:
@@ -65,6 +69,53 @@ def _put(model: mujoco.MjModel, num_envs: int, lane_fields: bool) -> mjw.Model:
     m = mjw.put_model(model, batch_sizes={f: n for f, n in sizes.items() if getattr(model, f).size})
     m.opt.warn_overflow = 0  # overflowing lanes fail instead (``_overflowed``), with one warning
     return m
+
+
+@contextmanager
+def launching(device: wp.context.Device) -> Iterator[None]:
+    """Warp launches on ``device``, ordered with torch's work on it: on CUDA Warp's stream first
+    waits for torch's current stream (which wrote the controls and states it reads), and torch's
+    then waits for Warp's (whose results the runtime reads next)."""
+    with wp.ScopedDevice(device):
+        if not device.is_cuda:
+            yield
+            return
+        warp_stream = device.stream
+        torch_stream = wp.stream_from_torch(torch.cuda.current_stream(wp.device_to_torch(device)))
+        warp_stream.wait_stream(torch_stream)
+        try:
+            yield
+        finally:
+            torch_stream.wait_stream(warp_stream)
+
+
+class Replay:
+    """``fn()`` (a sequence of Warp launches) run on ``device``: on CUDA captured as a CUDA graph
+    on the first call and replayed after (one launch instead of hundreds of kernel launches from
+    Python); elsewhere called directly. What ``fn`` launches must not depend on the data."""
+
+    def __init__(self, fn: Callable[[], None], device: wp.context.Device) -> None:
+        self.fn, self.device, self.graph = fn, device, None
+
+    def __call__(self) -> None:
+        with launching(self.device):
+            if not self.device.is_cuda:
+                self.fn()
+            else:
+                if self.graph is None:
+                    with wp.ScopedCapture() as capture:
+                        self.fn()
+                    self.graph = capture.graph
+                wp.capture_launch(self.graph)
+
+
+def substeps(m: mjw.Model, d: mjw.Data, nstep: int) -> Callable[[], None]:
+    """``nstep`` substeps of every world of ``d``, with the overflow flags cleared first."""
+    def run() -> None:
+        d.overflow.zero_()
+        for _ in range(nstep):
+            mjw.step(m, d)
+    return run
 
 
 class WarpBatchSim:
@@ -84,8 +135,8 @@ class WarpBatchSim:
                  lane_fields: bool = True) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        if device not in DEVICES:
-            raise ValueError(f"the warp backend runs on Warp's device {DEVICES}, got {device!r}")
+        if not isinstance(device, str) or device.split(":")[0] not in DEVICES:
+            raise ValueError(f"the warp backend runs on a Warp device {DEVICES} (or 'cuda:N'), got {device!r}")
         if sensing is None:
             raise ValueError("the warp backend needs current kinematics (a sensing model)")
         if isinstance(stage, bool) or stage not in (mujoco.mjtStage.mjSTAGE_POS, mujoco.mjtStage.mjSTAGE_VEL):
@@ -98,11 +149,12 @@ class WarpBatchSim:
         for name, v in (("nconmax", nconmax), ("njmax", njmax)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-        self.model, self.num_envs, self.nthread = model, num_envs, 1
+        self.model, self.num_envs, self.nthread, self.tensors = model, num_envs, 1, True
         self.nconmax, self.njmax, self._warned = nconmax, njmax, False
-        self.device = wp.get_device(device)
+        self.wp_device = wp.get_device(device)
+        self.device = torch.device(wp.device_to_torch(self.wp_device))
         self.velocity = stage == mujoco.mjtStage.mjSTAGE_VEL
-        with wp.ScopedDevice(self.device):
+        with wp.ScopedDevice(self.wp_device):
             self.m = _put(model, num_envs, lane_fields)
             self.d = mjw.make_data(model, nworld=num_envs, nconmax=nconmax, njmax=njmax)
             self.sm = _put(sensing, num_envs, lane_fields)
@@ -110,119 +162,136 @@ class WarpBatchSim:
             # set_const's scratch: it moves a data to qpos0 and recomputes it
             self._scratch = (mjw.make_data(model, nworld=num_envs, nconmax=nconmax, njmax=njmax),
                              mjw.make_data(sensing, nworld=num_envs, nconmax=nconmax, njmax=njmax))
-        self.arrays: dict[str, np.ndarray] = {
-            name: getattr(self.d if name in PHYSICS else self.sd, name).numpy()
-            for name in (*reads, *STATE)}
+            self._mask = wp.zeros(num_envs, dtype=bool)
+        wp.synchronize_device(self.wp_device)  # the uploads done before torch reads the arrays
+        t = self._torch
+        self.arrays: dict[str, Tensor] = {name: t(getattr(self.d if name in PHYSICS else self.sd, name))
+                                          for name in (*reads, *STATE)}
         for name, a in self.arrays.items():
             if a.shape[0] != num_envs:
-                raise ValueError(f"warp field {name!r} has shape {a.shape}, not one row per lane")
-        self.views: dict[str, Tensor] = {name: torch.from_numpy(a) for name, a in self.arrays.items()}
-        self.qpos, self.qvel, self.ctrl = self.views["qpos"], self.views["qvel"], self.views["ctrl"]
-        self._mask = wp.zeros(num_envs, dtype=bool, device=self.device)
+                raise ValueError(f"warp field {name!r} has shape {tuple(a.shape)}, not one row per lane")
+        self.views = self.arrays
+        self.qpos, self.qvel, self.ctrl = self.arrays["qpos"], self.arrays["qvel"], self.arrays["ctrl"]
+        self._checked = tuple(t(getattr(self.d, f)) for f in ("qpos", "qvel", "qacc"))
+        self._overflow, self._mask_t = t(self.d.overflow), t(self._mask)
+        self._sensed = tuple((t(getattr(self.sd, f)), t(getattr(self.d, f))) for f in ("qpos", "qvel"))
+        self._substeps: dict[int, Replay] = {}
+        self._sense_all = Replay(self._forward, self.wp_device)
         self._sense(None)
 
+    def _torch(self, a: wp.array) -> Tensor:
+        """A tensor over ``a``'s memory (on Warp's CPU device ``wp.to_torch`` makes it on torch's
+        default device, which a caller may have set to another)."""
+        with torch.device(self.device):
+            return wp.to_torch(a)
+
     # --------------------------------------------------------------------------------- step
-    def step(self, nstep: int, ids: np.ndarray | None = None) -> np.ndarray:
+    def _ids(self, ids: Tensor | np.ndarray) -> Tensor:
+        return torch.as_tensor(ids, device=self.device).long()
+
+    def step(self, nstep: int, ids: Tensor | np.ndarray | None = None) -> Tensor:
         """Advance every world by ``nstep`` substeps; lanes outside ``ids`` (when given) read as
         before. Returns the ids of lanes that became unstable (now reset to the model's defaults)."""
         kept = None
         if ids is not None:
-            out = np.ones(self.num_envs, bool)
-            out[ids] = False
-            kept = np.flatnonzero(out)
-            saved = {name: a[kept].copy() for name, a in self.arrays.items()}
-        with wp.ScopedDevice(self.device):
-            self.d.overflow.zero_()
-            for _ in range(nstep):
-                mjw.step(self.m, self.d)
-            failed = np.union1d(self._unstable(), self._overflowed())
-            if len(failed):
-                self._reset_worlds(failed)
-            self._sense(None)
+            out = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+            out[self._ids(ids)] = False
+            kept = torch.nonzero(out).flatten()
+            saved = {name: a[kept] for name, a in self.arrays.items()}
+        if nstep not in self._substeps:
+            self._substeps[nstep] = Replay(substeps(self.m, self.d, nstep), self.wp_device)
+        self._substeps[nstep]()
+        failed = torch.unique(torch.cat((self._unstable(), self._overflowed())))
+        if len(failed):
+            self._reset_worlds(failed)
+        self._sense(None)
         if kept is not None:
             for name, a in self.arrays.items():
                 a[kept] = saved[name]
-            failed = np.setdiff1d(failed, kept)
+            failed = failed[~torch.isin(failed, kept)]
         return failed
 
-    def _overflowed(self) -> np.ndarray:
+    def _overflowed(self) -> Tensor:
         """Lanes whose contacts or constraints did not fit the buffers (their step dropped some):
         failed, as a C MuJoCo lane that runs out of memory; the first time, a warning says which
         limit to raise."""
-        over = self.d.overflow.numpy() & int(OVERFLOWS)
-        lanes = np.flatnonzero(over)
+        over = self._overflow & int(OVERFLOWS)
+        lanes = torch.nonzero(over).flatten()
         if len(lanes) and not self._warned:
             self._warned = True
-            kinds = [k.name for k in _O if k & OVERFLOWS and k & int(np.bitwise_or.reduce(over[lanes]))]
+            seen = int(np.bitwise_or.reduce(over[lanes].cpu().numpy()))
+            kinds = [k.name for k in _O if k & OVERFLOWS and k & seen]
             warnings.warn(f"mujoco_warp overflowed {kinds} in lanes {lanes[:10].tolist()}: more contacts or "
                           f"constraints than the buffers hold (nconmax={self.nconmax}, njmax={self.njmax}). "
                           "Those lanes failed and were reset; raise the limits if this is not a diverging lane.",
                           RuntimeWarning, stacklevel=3)
         return lanes
 
-    def _unstable(self) -> np.ndarray:
-        bad = np.zeros(self.num_envs, bool)
-        with np.errstate(invalid="ignore"):
-            for name in ("qpos", "qvel", "qacc"):
-                a = getattr(self.d, name).numpy()
-                bad |= ~(np.abs(a) <= MAX_VALUE).all(-1)  # NaN compares False
-        return np.flatnonzero(bad)
+    def _unstable(self) -> Tensor:
+        bad = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        for a in self._checked:
+            bad |= ~(a.abs() <= MAX_VALUE).all(-1)  # NaN compares False
+        return torch.nonzero(bad).flatten()
 
-    def _reset_worlds(self, ids: np.ndarray) -> None:
-        mask = self._mask.numpy()
-        mask[:] = False
-        mask[ids] = True
-        mjw.reset_data(self.m, self.d, self._mask)
+    def _reset_worlds(self, ids: Tensor) -> None:
+        self._mask_t.fill_(False)
+        self._mask_t[ids] = True
+        with launching(self.wp_device):
+            mjw.reset_data(self.m, self.d, self._mask)
 
-    def _sense(self, ids: np.ndarray | None) -> None:
+    def _forward(self) -> None:
+        m, d = self.sm, self.sd
+        mjw.fwd_position(m, d, factorize=False)
+        d.sensordata.zero_()
+        mjw.sensor_pos(m, d)
+        if self.velocity:
+            mjw.fwd_velocity(m, d)
+            mjw.sensor_vel(m, d)
+
+    def _sense(self, ids: Tensor | None) -> None:
         """Forward every world of the sensing data, after copying lanes ``ids`` (all when None)
         of the physics state into it."""
-        with wp.ScopedDevice(self.device):
+        for sensed, physics in self._sensed:
             if ids is None:
-                wp.copy(self.sd.qpos, self.d.qpos)
-                wp.copy(self.sd.qvel, self.d.qvel)
+                sensed.copy_(physics)
             else:
-                for f in ("qpos", "qvel"):
-                    getattr(self.sd, f).numpy()[ids] = getattr(self.d, f).numpy()[ids]
-            m, d = self.sm, self.sd
-            mjw.fwd_position(m, d, factorize=False)
-            d.sensordata.zero_()
-            mjw.sensor_pos(m, d)
-            if self.velocity:
-                mjw.fwd_velocity(m, d)
-                mjw.sensor_vel(m, d)
+                sensed[ids] = physics[ids]
+        self._sense_all()
 
     # -------------------------------------------------------------------------------- writes
-    def reset(self, ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray, full: bool = True) -> None:
+    def reset(self, ids: Tensor | np.ndarray, qpos: Tensor | np.ndarray, qvel: Tensor | np.ndarray,
+              full: bool = True) -> None:
         """Write lanes ``ids``' positions and velocities (``full``: after resetting the lanes to
         the model's defaults) and bring the derived fields up to date."""
         if len(ids) == 0:
             return
-        with wp.ScopedDevice(self.device):
-            if full:
-                self._reset_worlds(ids)
-            self.arrays["qpos"][ids] = qpos
-            self.arrays["qvel"][ids] = qvel
-            self._sense(ids)
+        ids = self._ids(ids)
+        if full:
+            self._reset_worlds(ids)
+        for name, v in (("qpos", qpos), ("qvel", qvel)):
+            a = self.arrays[name]
+            a[ids] = torch.as_tensor(v, device=a.device).to(a.dtype)
+        self._sense(ids)
 
-    def _lane_field(self, model: mjw.Model, name: str) -> np.ndarray:
+    def _lane_field(self, model: mjw.Model, name: str) -> Tensor:
         a = getattr(model, name)
         if a.shape[0] != self.num_envs:
             raise RuntimeError(f"model field {name!r} is not batched per lane (lane_fields=False)")
-        return a.numpy()
+        return self._torch(a)
 
-    def _fields(self) -> list[Callable[[str], np.ndarray]]:
+    def _fields(self) -> list[Callable[[str], Tensor]]:
         """Getters of the physics and the sensing model's per-lane fields."""
         return [functools.partial(self._lane_field, m) for m in (self.m, self.sm)]
 
     def _set_const(self) -> None:
-        with wp.ScopedDevice(self.device):
+        with launching(self.wp_device):
             for m, scratch in zip((self.m, self.sm), self._scratch):
                 mjw.set_const(m, scratch)
 
-    def randomize(self, ids: np.ndarray, friction_geoms: tuple[int, ...], bodies: tuple[int, ...], root: int,
-                  friction: np.ndarray, mass_scale: np.ndarray, com_offset: np.ndarray, kp_scale: np.ndarray,
-                  kd_scale: np.ndarray) -> None:
+    def randomize(self, ids: Tensor | np.ndarray, friction_geoms: tuple[int, ...], bodies: tuple[int, ...],
+                  root: int, friction: Tensor | np.ndarray, mass_scale: Tensor | np.ndarray,
+                  com_offset: Tensor | np.ndarray, kp_scale: Tensor | np.ndarray,
+                  kd_scale: Tensor | np.ndarray) -> None:
         """Per-lane model values for lanes ``ids``, as ``MujocoBatchSim.randomize`` writes them."""
         if len(ids) == 0:
             return
@@ -230,8 +299,9 @@ class WarpBatchSim:
                     kp_scale, kd_scale)
         self._set_const()
 
-    def randomize_ball(self, ids: np.ndarray, body: int, geom: int, dof: int, radius: np.ndarray, mass: np.ndarray,
-                       friction: np.ndarray, softness: np.ndarray, damping: np.ndarray) -> None:
+    def randomize_ball(self, ids: Tensor | np.ndarray, body: int, geom: int, dof: int, radius: Tensor | np.ndarray,
+                       mass: Tensor | np.ndarray, friction: Tensor | np.ndarray, softness: Tensor | np.ndarray,
+                       damping: Tensor | np.ndarray) -> None:
         """Per-lane ball for lanes ``ids``, as ``MujocoBatchSim.randomize_ball`` writes it (its
         collision bounds follow its radius through ``set_const``)."""
         if len(ids) == 0:
@@ -241,8 +311,11 @@ class WarpBatchSim:
 
     def close(self) -> None:
         """Drop every view and Warp array."""
-        self.views.clear()
         self.arrays.clear()
         self.qpos = self.qvel = self.ctrl = None  # type: ignore[assignment]
+        self._checked = self._sensed = ()
+        self._overflow = self._mask_t = None  # type: ignore[assignment]
+        self._substeps.clear()
+        self._sense_all = None  # type: ignore[assignment]
         self.m = self.d = self.sm = self.sd = None  # type: ignore[assignment]
         self._scratch = ()
