@@ -195,7 +195,7 @@ class TorchManagerRuntime:
         # default + scale * action -> ctrl[:, ids]; as tensors on the device, and numpy views of them
         self._act = (ctx.default_qpos[act.joints.qpos].clone(), act.scale.float().to(dev),
                      act.actuator_ids.to(dev))
-        self._act_identity = torch.equal(act.actuator_ids, torch.arange(m.nu, device="cpu"))
+        self._act_identity = act.actuator_ids.tolist() == list(range(m.nu))
         if self.on_host:
             self._act_default, self._act_scale, self._act_ids = (t.numpy() for t in self._act)
             self._target = np.zeros((n, na), np.float32)
@@ -502,7 +502,10 @@ class TorchManagerRuntime:
         arrays = self.sim.arrays
         for name, dst in self._reads:
             dst[ids] = arrays[name][ids]
-        (self.host if self.on_host else self._host_tensors)["diverged"][ids] = False
+        if self.on_host:
+            self.host["diverged"][ids] = False
+        else:
+            self.ctx.diverged[ids] = False
 
     def step(self, actions: np.ndarray, outs: dict[str, Tensor], ids: np.ndarray | None = None) -> None:
         """Apply actions, run the physics for lanes ``ids`` (all when None), evaluate, and observe

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -154,7 +153,7 @@ class MujocoBatchSim:
         constants derived from them (``set_const``)."""
         if len(ids) == 0:
             return
-        write_robot(self.model, self._fields(), ids, friction_geoms, bodies, root, friction,
+        write_robot(self.model, [b.expand for b in self._batches()], ids, friction_geoms, bodies, root, friction,
                     mass_scale, com_offset, kp_scale, kd_scale)
         for batch in self._batches():
             batch.set_const(ids)
@@ -166,16 +165,12 @@ class MujocoBatchSim:
         velocities. The sensing batch gets its size (its contacts with the feet)."""
         if len(ids) == 0:
             return
-        write_ball(self._fields(), ids, body, geom, dof, radius, mass, friction, softness,
+        write_ball([b.expand for b in self._batches()], ids, body, geom, dof, radius, mass, friction, softness,
                    damping)
         for batch in self._batches():  # the bounds MuJoCo's collision tests use follow the radius
             batch.expand("geom_rbound")[ids, geom] = radius
             batch.expand("geom_aabb")[ids, geom, 3:] = radius[:, None]
         self.batch.set_const(ids)
-
-    def _fields(self) -> list[Callable[[str], Tensor]]:
-        """Getters of each batch's per-lane model fields, as tensors over the batch's memory."""
-        return [lambda name, b=b: torch.from_numpy(b.expand(name)) for b in self._batches()]
 
     def _batches(self) -> list[mjbatch.Batch]:
         """The physics batch, then the sensing batch when there is one."""
