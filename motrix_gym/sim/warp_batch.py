@@ -201,7 +201,7 @@ class WarpBatchSim:
         if nstep not in self._substeps:
             self._substeps[nstep] = Replay(substeps(self.m, self.d, nstep), self.wp_device)
         self._substeps[nstep]()
-        failed = torch.unique(torch.cat((self._unstable(), self._overflowed())))
+        failed = self._failed()
         if len(failed):
             self._reset_worlds(failed)
         self._sense(None)
@@ -211,27 +211,27 @@ class WarpBatchSim:
             failed = failed[~torch.isin(failed, kept)]
         return failed
 
-    def _overflowed(self) -> Tensor:
-        """Lanes whose contacts or constraints did not fit the buffers (their step dropped some):
-        failed, as a C MuJoCo lane that runs out of memory; the first time, a warning says which
-        limit to raise."""
+    def _failed(self) -> Tensor:
+        """Lanes that became unstable (non-finite, or beyond MuJoCo's bound) or whose contacts or
+        constraints did not fit the buffers (their step dropped some: failed, as a C MuJoCo lane
+        that runs out of memory; the first time, a warning says which limit to raise). One wait
+        for the device, for the lanes' ids."""
         over = self._overflow & int(OVERFLOWS)
-        lanes = torch.nonzero(over).flatten()
-        if len(lanes) and not self._warned:
-            self._warned = True
-            seen = int(np.bitwise_or.reduce(over[lanes].cpu().numpy()))
-            kinds = [k.name for k in _O if k & OVERFLOWS and k & seen]
-            warnings.warn(f"mujoco_warp overflowed {kinds} in lanes {lanes[:10].tolist()}: more contacts or "
-                          f"constraints than the buffers hold (nconmax={self.nconmax}, njmax={self.njmax}). "
-                          "Those lanes failed and were reset; raise the limits if this is not a diverging lane.",
-                          RuntimeWarning, stacklevel=3)
-        return lanes
-
-    def _unstable(self) -> Tensor:
-        bad = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        bad = over != 0
         for a in self._checked:
             bad |= ~(a.abs() <= MAX_VALUE).all(-1)  # NaN compares False
-        return torch.nonzero(bad).flatten()
+        lanes = torch.nonzero(bad).flatten()
+        if len(lanes) and not self._warned:
+            seen = int(np.bitwise_or.reduce(over[lanes].cpu().numpy()))
+            if seen:
+                self._warned = True
+                kinds = [k.name for k in _O if k & OVERFLOWS and k & seen]
+                flows = lanes[over[lanes] != 0]
+                warnings.warn(f"mujoco_warp overflowed {kinds} in lanes {flows[:10].tolist()}: more contacts or "
+                              f"constraints than the buffers hold (nconmax={self.nconmax}, njmax={self.njmax}). "
+                              "Those lanes failed and were reset; raise the limits if this is not a diverging "
+                              "lane.", RuntimeWarning, stacklevel=3)
+        return lanes
 
     def _reset_worlds(self, ids: Tensor) -> None:
         self._mask_t.fill_(False)
