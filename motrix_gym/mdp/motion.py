@@ -96,7 +96,7 @@ class MotionCommand:
                  corpus.body_quat_w[:, self.bodies], corpus.body_lin_vel_w[:, self.bodies],
                  corpus.body_ang_vel_w[:, self.bodies], corpus.body_pos_w[:, self.anchor],
                  corpus.body_quat_w[:, self.anchor])
-        self.table = torch.cat([x.reshape(x.shape[0], -1) for x in parts], dim=-1).to(dev)
+        self.table = torch.cat([x.reshape(x.shape[0], -1) for x in parts], dim=-1)
         self.reference = torch.zeros(L, self.table.shape[1], device=dev)
         views, start = [], 0
         for x in parts:
