@@ -151,9 +151,10 @@ class MotrixVectorEnv(VectorEnv):
             raise ValueError(f"obs_groups {list(groups)}: unknown group(s) {unknown}; "
                              f"task {cfg.name!r} has {sorted(cfg.observations)}")
 
-        if compile:  # Inductor's CPU probe runs (or is skipped) while the model builds
-            probe = CpuProbe(GraphStore.default_folder())
-            import_graph_loader()
+        folder = GraphStore.default_folder()
+        # On a machine whose CPU probe is recorded, the compiler is imported only if a graph has no
+        # stored launch (below); elsewhere Inductor's CPU probe runs while the model builds.
+        probe = CpuProbe(folder) if compile and not CpuProbe.recorded_in(folder) else None
         model = build_model(cfg.scene, cfg.sim_dt, sensors=not current_kinematics)
         program = resolve(cfg, model_info(model, height_map(cfg.scene.terrain)))
         self.task = cfg
@@ -166,7 +167,10 @@ class MotrixVectorEnv(VectorEnv):
                                                 ranks=self.ranks, store=store)
         self.torch_threads = torch_threads
         if compile:
-            probe.wait(progress)
+            if probe is not None or store is None or not store.has_launches([g.name for g in rt.graphs(groups)]):
+                probe = probe or CpuProbe(folder)
+                import_graph_loader()
+                probe.wait(progress)
             with torch_threads_ctx(torch_threads):
                 rt.warmup(groups, progress)
 

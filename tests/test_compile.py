@@ -241,10 +241,12 @@ def test_skipped_guard_checks_change_nothing_in_tracking():
     env.close()
 
 
-def test_one_compiled_version_serves_every_lane_count():
-    """The graphs compile with a symbolic lane dimension: an env of another lane count loads the
-    graphs the first one stored (nothing is traced or compiled again), and its lanes compute bit
-    for bit what the same lanes of the first env computed."""
+@pytest.mark.parametrize("launches", [True, False], ids=["stored launches", "stored graphs"])
+def test_one_compiled_version_serves_every_lane_count(launches):
+    """The graphs compile with a symbolic lane dimension: an env of another lane count loads what
+    the first one stored -- the kernels' launches, or without them the graphs -- (nothing is
+    traced or compiled again), and its lanes compute bit for bit what the same lanes of the first
+    env computed."""
     from torch._dynamo.utils import counters
 
     from motrix_gym.vector_env import MotrixVectorEnv
@@ -257,7 +259,11 @@ def test_one_compiled_version_serves_every_lane_count():
         for a in actions:
             obs, rew, term, trunc, _ = env.step(a[:n])
             out += [obs[:4], rew[:4], term[:4]]
-        out.append([g.loaded for g in env.runtime._graphs if g.compiled is not None])
+        graphs = env.runtime.graphs(env.obs_groups)
+        out.append([(g.loaded, g.from_launch) for g in graphs])
+        if not launches:
+            for g in graphs:
+                env.runtime.store.launch_path(g.name).unlink(missing_ok=True)
         env.close()
         return out
 
@@ -265,7 +271,7 @@ def test_one_compiled_version_serves_every_lane_count():
     misses = counters["inductor"]["fxgraph_cache_miss"]
     big = run(128)
     assert counters["inductor"]["fxgraph_cache_miss"] == misses  # nothing new was compiled
-    assert len(big[-1]) >= 3 and all(big[-1])
+    assert len(big[-1]) >= 3 and all(loaded and from_launch == launches for loaded, from_launch in big[-1])
     for a, b in zip(small[:-1], big[:-1], strict=True):
         np.testing.assert_array_equal(a, b)
     assert any(t.any() for t in small[3::3])  # episodes ended in between

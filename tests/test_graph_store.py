@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 import torch
@@ -225,3 +226,89 @@ def test_cpu_probe_that_fails_records_nothing(tmp_path):
     assert not (tmp_path / "cpu_probe.json").exists()
     assert _probe(tmp_path, CXX="no-such-compiler", TORCHINDUCTOR_CACHE_DIR=inductor)[:2] == (False, [])
     assert not (tmp_path / "cpu_probe.json").exists()
+
+
+def run_twice(store: GraphStore, obj, k: float = 1.0) -> Graph:
+    """A graph's first two calls: the second reduces it to its kernel launch, which is stored."""
+    g = Graph(obj.run, compile=True, name="run", store=store)
+    g(torch.tensor(k))
+    g(torch.tensor(k))
+    return g
+
+
+def test_a_stored_launch_runs_the_kernel_on_the_new_objects_state(bump_module, tmp_path):
+    mod, _ = bump_module
+    store = GraphStore(tmp_path / "graphs", "key")
+    first = run_twice(store, mod.Bump(3))
+    assert first.launch is not None and not first.from_launch and store.has_launches(["run"])
+    obj = mod.Bump(3)
+    g = run_once(store, obj, 2.0)
+    assert g.loaded and g.from_launch and g.compiled is None and g._call is g.launch
+    g(torch.tensor(0.5))
+    assert torch.equal(obj.x, torch.full((3,), 2.5))
+    g.check(True)  # guards checked on every call: the compiled graph is loaded for it
+    g(torch.tensor(0.5))
+    assert g.compiled is not None and g._call is g.compiled and torch.equal(obj.x, torch.full((3,), 3.0))
+    g.check(False)
+    assert g._call is g.launch
+
+
+def test_a_stored_launch_whose_guards_fail_or_whose_sources_changed_is_not_used(bump_module, tmp_path):
+    mod, path = bump_module
+    store = GraphStore(tmp_path / "graphs", "key")
+    run_twice(store, mod.Bump(3))
+    other = mod.Bump(4)  # the kernel was built for 3 elements: its guards refuse 4
+    g = run_once(store, other)
+    assert not g.from_launch and not g.loaded and torch.equal(other.x, torch.ones(4))
+    run_twice(store, mod.Bump(3))
+    rec = store.load_launch("run")
+    assert rec is not None and any("___tensor(L['self'].x" in e for e in rec["guards"])
+    path.write_text(MODULE + "\n# edited\n")
+    assert store.load_launch("run") is None and not run_once(store, mod.Bump(3)).from_launch
+
+
+def test_a_stored_launch_of_another_machine_or_without_its_library_is_not_used(bump_module, tmp_path):
+    import json
+
+    mod, _ = bump_module
+    store = GraphStore(tmp_path / "graphs", "key")
+    run_twice(store, mod.Bump(3))
+    path = store.launch_path("run")
+    head, code = path.read_bytes().split(b"\n", 1)
+    for change in ({"machine": "another"}, {"library": str(tmp_path / "gone.so")}, {"format": -1}):
+        path.write_bytes(json.dumps({**json.loads(head), **change}).encode() + b"\n" + code)
+        obj = mod.Bump(3)
+        g = run_once(store, obj)
+        assert g.loaded and not g.from_launch and torch.equal(obj.x, torch.ones(3))
+    path.write_bytes(head[:50])
+    assert store.load_launch("run") is None
+
+
+def test_guards_are_rewritten_only_as_plain_reads():
+    from motrix_gym.runtime.stored_launch import Refused, _eval
+
+    box = {"self": types.SimpleNamespace(x=torch.zeros(2, 3), n=3)}
+    assert _eval("L['self'].n == 3 and L['self'].x.size()[1] == L['self'].n", box)
+    assert _eval("___tensor(L['self'].x, 'torch.float32', 'cpu', [None, 3], [3, 1])", box)
+    assert not _eval("___tensor(L['self'].x, 'torch.float32', 'cpu', [None, 4], [4, 1])", box)
+    for bad in ("__import__('os')", "L['self'].__class__", "open('f')", "[x for x in L]", "L['self'].x.add_(1)"):
+        with pytest.raises(Refused):
+            _eval(bad, box)
+
+
+WARM = """
+import sys, numpy as np, gymnasium as gym, motrix_gym
+env = gym.make_vec("Motrix/G1WalkFlat-v0", num_envs=int(sys.argv[1]), progress=False)
+env.reset(seed=0)
+env.step(np.zeros(env.action_space.shape, np.float32))
+graphs = env.unwrapped.runtime.graphs(env.unwrapped.obs_groups)
+print(all(g.from_launch for g in graphs), "torch._dynamo" in sys.modules, "torch._inductor" in sys.modules)
+"""
+
+
+def test_a_warm_start_at_a_new_lane_count_imports_no_compiler():
+    """After one run of a task, a new process at another lane count launches every graph's kernel
+    from its stored launch, without importing Dynamo or Inductor."""
+    for lanes in (64, 192):
+        out = subprocess.run([sys.executable, "-c", WARM, str(lanes)], check=True, capture_output=True, text=True)
+    assert out.stdout.split() == ["True", "False", "False"]

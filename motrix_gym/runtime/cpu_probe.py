@@ -25,6 +25,8 @@ import torch
 
 from motrix_gym.runtime.graph_store import write_atomically
 
+RECORD = "cpu_probe.json"
+
 
 def _candidates() -> list[str]:
     """The instruction sets the CPU reports, as Inductor lists them, without checking any."""
@@ -62,7 +64,7 @@ class CpuProbe:
         from torch._inductor import config
         from torch._inductor.cpu_vec_isa import valid_vec_isa_list
 
-        self.record = folder / "cpu_probe.json"
+        self.record = folder / RECORD
         try:
             self._candidates: list[str] | None = _candidates()
             self._key: str | None = _facts(self._candidates)
@@ -76,6 +78,11 @@ class CpuProbe:
         else:
             self._thread = threading.Thread(target=self._probe, name="inductor-cpu-probe", daemon=True)
             self._thread.start()
+
+    @staticmethod
+    def recorded_in(folder: Path) -> bool:
+        """Whether ``folder`` holds a probe record (for some machine: ``CpuProbe`` checks whose)."""
+        return (folder / RECORD).is_file()
 
     def _read(self) -> dict[str, bool]:
         try:

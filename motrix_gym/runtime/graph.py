@@ -18,6 +18,8 @@ Below that bytecode, AOTAutograd's and Inductor's wrappers still run in Python o
 before the kernel (about ten calls deep). Where a graph's first two calls show that all they do
 is launch one kernel with the same tensors (and the call's own arguments), with no outputs to
 apply and nothing for Dynamo to replay, later calls launch that kernel directly (``Launch``).
+That launch is also stored (``stored_launch``): a later process, at any lane count, starts the
+kernel from it without importing the compiler at all.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 
 import torch
 
+from motrix_gym.runtime import stored_launch
 from motrix_gym.runtime.graph_store import GraphStore
 
 # A C++ wrapper calls the graph's kernels without Python in between (the Python wrapper's work
@@ -122,16 +125,18 @@ class Launch:
 
     __slots__ = ("kernel", "inputs", "slots")
 
-    def __init__(self, calls: list[tuple[Any, list, Any]], args: tuple) -> None:
-        ((graph, inputs, _),) = calls
-        self.kernel, self.inputs = graph.current_callable, inputs
+    def __init__(self, kernel: Callable[[list], Any], inputs: list, args: tuple) -> None:
+        self.kernel, self.inputs = kernel, inputs
         self.slots = tuple((i, j) for i, x in enumerate(inputs) for j, a in enumerate(args) if a is x)
 
     @staticmethod
     def of(calls: list[tuple[Any, list, Any]], args: tuple) -> Launch | None:
         """The launch when the call ran one compiled graph with no outputs (every effect is a
         write inside the kernel), else None."""
-        return Launch(calls, args) if len(calls) == 1 and not calls[0][2] else None
+        if len(calls) != 1 or calls[0][2]:
+            return None
+        ((graph, inputs, _),) = calls
+        return Launch(graph.current_callable, inputs, args)
 
     def same(self, other: Launch | None) -> bool:
         """Whether ``other`` launches the same kernel with the same tensors (by identity) and the
@@ -166,7 +171,7 @@ class Graph:
     """
 
     __slots__ = ("eager", "compiled", "direct", "launch", "checking", "lanes", "name", "store", "loaded",
-                 "_lane_tensors", "_owner", "_ready", "_call", "_seen")
+                 "from_launch", "_lane_tensors", "_owner", "_ready", "_call", "_seen", "_aot")
 
     def __init__(self, fn: Callable, compile: bool, lanes: int | None = None, *, name: str | None = None,
                  store: GraphStore | None = None,
@@ -185,7 +190,9 @@ class Graph:
         self.direct: Callable | None = None  # Dynamo's code alone
         self.launch: Launch | None = None
         self.loaded = False  # whether ``store`` had it
+        self.from_launch = False  # loaded as a stored launch, without the compiler
         self._seen: Launch | None = None
+        self._aot: Any = None
         self.checking = self._ready = False
 
     def __call__(self, *args: Any) -> Any:
@@ -217,21 +224,38 @@ class Graph:
             raise TypeError(f"graph {self.name!r}: compiled graphs take tensors only, got {', '.join(bad)} (a "
                             "number would be baked into the graph: pass it as a tensor)")
         full = self._args(args)
+        if self.store is not None and not self.checking and self._launch_stored(args, full):
+            self.launch(*args)
+            return None
+        self._resolve(args, full)
+        out, calls = run_recording(self.compiled, args)
+        self._seen = Launch.of(calls, args)
+        self._ready = True
+        self.check(self.checking)
+        return out
+
+    def _resolve(self, args: tuple, full: tuple) -> None:
+        """Load the compiled graph from the store (its guards passing on ``full``), else compile
+        (and store) it."""
+        import_graph_loader()  # also the modules whose files a stored graph's manifest names
         aot = self.store.load(self.name, lambda a: a.guard_check(*full)) if self.store is not None else None
         self.loaded = aot is not None
         if aot is None:
             aot = self._compile(args)
             if self.store is not None:
                 self.store.save(self.name, aot)
+        self._aot = aot
         if self._owner is None:
             self.compiled, self.direct = aot, aot.fn
         else:
             self.compiled, self.direct = functools.partial(aot, self._owner), types.MethodType(aot.fn, self._owner)
-        out, calls = run_recording(self.compiled, args)
-        self._seen = Launch.of(calls, args)
-        self._ready = True
-        self.check(self.checking)
-        return out
+
+    def _first_checked(self, *args: Any) -> Any:
+        """The first call with guards of a graph set up from a stored launch: the compiled graph
+        is loaded for it."""
+        self._resolve(args, self._args(args))
+        self._call = self.compiled
+        return self.compiled(*args)
 
     def _second(self, *args: Any) -> Any:
         """The first call without Dynamo: if it launches what the first call did, later calls
@@ -240,14 +264,41 @@ class Graph:
         fn = self.direct.__func__ if isinstance(self.direct, types.MethodType) else self.direct
         launch = Launch.of(calls, args) if effect_free(fn) else None
         self.launch, self._seen = (launch if self._seen is not None and self._seen.same(launch) else None), None
+        if self.launch is not None and self.store is not None:
+            self._store_launch(args)
         self.check(self.checking)
         return out
 
+    def _store_launch(self, args: tuple) -> None:
+        """Record this graph's launch for later processes (``stored_launch``), when it can be."""
+        fn = self.eager.__func__ if self._owner is not None else self.eager
+        try:
+            rec = stored_launch.record(self._aot, fn, self.launch.kernel, self.launch.inputs, self._args(args))
+        except stored_launch.Refused:
+            return
+        self.store.save_launch(self.name, self._aot, rec)
+
+    def _launch_stored(self, args: tuple, full: tuple) -> bool:
+        """Set this graph up from its stored launch, when there is one that holds here."""
+        rec = self.store.load_launch(self.name)
+        if rec is None:
+            return False
+        fn = self.eager.__func__ if self._owner is not None else self.eager
+        try:
+            kernel, inputs = stored_launch.load(rec, fn, full)
+        except stored_launch.Refused:
+            return False
+        self.launch = Launch(kernel, inputs, args)
+        self.loaded = self.from_launch = self._ready = True
+        self.check(self.checking)
+        return True
+
     def check(self, on: bool) -> None:
-        """Check the graph's guards on every call (``on``), or call it without them."""
+        """Check the graph's guards on every call (``on``), or call it without them. A graph set
+        up from a stored launch loads the compiled graph for that at its next call."""
         self.checking = on
         if self._ready:
             if on:
-                self._call = self.compiled
+                self._call = self.compiled or self._first_checked
             else:
                 self._call = self.launch or (self._second if self._seen is not None else self.direct)

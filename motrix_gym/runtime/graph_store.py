@@ -29,9 +29,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import getpass
 import hashlib
 import json
+import marshal
 import os
+import re
 import sys
 import tempfile
 import types
@@ -147,12 +150,37 @@ def write_atomically(path: Path, data: bytes) -> None:
         os.replace(part, path)
 
 
+def _manifest(compiled: Any) -> dict[str, str | None] | None:
+    """The hash of each source file the graph ``compiled`` traced; None if one has no file."""
+    manifest = {m: _file_hash(m) for m in sorted({s.module for s in compiled.source_info().inlined_sources})}
+    return None if None in manifest.values() else manifest
+
+
+def _current(manifest: dict[str, str]) -> bool:
+    """Whether every traced source file still hashes as it did."""
+    return all(_file_hash(m) == h for m, h in manifest.items())
+
+
 def _file_hash(module: str) -> str | None:
     path = getattr(sys.modules.get(module), "__file__", None)
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
     except OSError:
         return None
+
+
+def inductor_cache_dir() -> Path:
+    """Inductor's cache folder, found as Inductor finds it (``TORCHINDUCTOR_CACHE_DIR``, else
+    ``torchinductor_<user>`` in the temporary folder) without importing Inductor, whose import
+    is seconds of a start that loads stored launches only."""
+    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if folder is None:
+        try:
+            user = getpass.getuser()
+        except (KeyError, ModuleNotFoundError, OSError):
+            user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+        folder = os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+    return Path(os.path.abspath(folder))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,9 +203,7 @@ class GraphStore:
     def default_folder() -> Path:
         """Beside Inductor's code cache (``TORCHINDUCTOR_CACHE_DIR`` moves both): the graphs
         need that code, and clearing that cache clears them too."""
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-
-        return Path(cache_dir()) / "motrix_gym_graphs"
+        return inductor_cache_dir() / "motrix_gym_graphs"
 
     def _versions(self, name: str) -> list[Path]:
         safe = "".join(c if c.isalnum() else "_" for c in name)
@@ -194,8 +220,7 @@ class GraphStore:
         for path in self._versions(name):
             try:
                 with open(path, "rb") as f:
-                    manifest = json.loads(f.readline())
-                    if any(_file_hash(m) != h for m, h in manifest.items()):
+                    if not _current(json.loads(f.readline())):
                         continue
                     compiled = torch.compiler.load_compiled_function(f)
             except Exception:  # absent, unreadable, from another torch
@@ -208,6 +233,45 @@ class GraphStore:
                 return compiled
         return None
 
+    def launch_path(self, name: str) -> Path:
+        """Where the launch record of graph ``name`` is stored."""
+        return self._versions(name)[0].with_suffix("").with_suffix(".launch")
+
+    def has_launches(self, names: list[str]) -> bool:
+        """Whether a launch (``stored_launch``) is stored for each graph of ``names``."""
+        return all(self.launch_path(n).is_file() for n in names)
+
+    def save_launch(self, name: str, compiled: Any, launch: dict[str, Any]) -> None:
+        """Store the launch record of graph ``name`` (compiled as ``compiled``): a line of JSON
+        (the traced files' hashes and the record), then the record's bytecode, marshalled."""
+        manifest = _manifest(compiled)
+        if manifest is None:
+            return
+        # torch's own files, which a process that loads launches does not import, are covered
+        # by the torch version and install path the record carries
+        manifest = {m: h for m, h in manifest.items() if m.split(".")[0] != "torch"}
+        head = {"manifest": manifest, **{k: v for k, v in launch.items() if k != "bytecode"}}
+        try:
+            path = self.launch_path(name)
+            write_atomically(path, json.dumps(head).encode() + b"\n" + marshal.dumps(launch["bytecode"]))
+            os.utime(path)
+        except (OSError, ValueError) as e:
+            warnings.warn(f"launch of graph {name!r} not stored in {self.folder}: {e!r}", stacklevel=2)
+
+    def load_launch(self, name: str) -> dict[str, Any] | None:
+        """The launch record of graph ``name``, or None when there is none or a file it traced
+        changed."""
+        try:
+            with open(self.launch_path(name), "rb") as f:
+                head = json.loads(f.readline())
+                if not _current(head.pop("manifest")):
+                    return None
+                rec = {**head, "bytecode": marshal.loads(f.read())}
+            os.utime(self.launch_path(name))  # used now: kept over files used longer ago
+            return rec
+        except (OSError, ValueError, EOFError, TypeError, KeyError):
+            return None
+
     def _slot(self, name: str) -> Path:
         """Where a new version of ``name`` goes: a free slot, else the one used longest ago."""
         versions = self._versions(name)
@@ -217,9 +281,8 @@ class GraphStore:
     def save(self, name: str, compiled: Any) -> None:
         """Store ``compiled`` (from ``aot_compile``): one line naming the hash of each file it
         traced, then torch's serialized graph."""
-        modules = sorted({s.module for s in compiled.source_info().inlined_sources})
-        manifest = {m: _file_hash(m) for m in modules}
-        if None in manifest.values():  # traced code without a file: never valid later
+        manifest = _manifest(compiled)
+        if manifest is None:  # traced code without a file: never valid later
             return
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -238,7 +301,7 @@ class GraphStore:
         ``keep``, the graph just stored). Another process may remove the same files meanwhile: one
         already gone counts as removed."""
         graphs = []
-        for p in self.folder.glob("*.graph"):
+        for p in [*self.folder.glob("*.graph"), *self.folder.glob("*.launch")]:
             try:
                 st = p.stat()
             except OSError:

@@ -294,6 +294,11 @@ class TorchManagerRuntime:
         for g in self._graphs:
             g.check(on)
 
+    def graphs(self, groups: tuple[str, ...]) -> list[Graph]:
+        """The graphs an env observing ``groups`` runs."""
+        out = [self.step_graph(groups), self._reset_graph, *(self.observe_graphs[g] for g in groups)]
+        return out + ([self._stats_graph] if self._stats_graph is not None else [])
+
     def warmup(self, groups: tuple[str, ...], progress: bool = True) -> None:
         """Compile or load every graph now (each runs once; the state is left for the first reset
         to overwrite)."""
@@ -310,10 +315,10 @@ class TorchManagerRuntime:
             jobs.append(("shared statistics", self._stats_graph, (mask,)))
         bar = tqdm(jobs, desc="torch.compile", unit="graph", disable=not progress, leave=False)
         for name, fn, args in bar:
-            stored = fn.store is not None and fn.store.has(fn.name)
-            bar.set_postfix_str(f"{name}: loading the stored graph" if stored else
-                                f"{name}: tracing and compiling, tens of seconds; stored for later starts at "
-                                "any lane count")
+            store = fn.store
+            bar.set_postfix_str(f"{name}: loading the stored launch" if store is not None and store.has_launches(
+                [fn.name]) else f"{name}: loading the stored graph" if store is not None and store.has(fn.name) else
+                f"{name}: tracing and compiling, tens of seconds; stored for later starts at any lane count")
             fn(*args)
 
     # ----------------------------------------------------------------------------- validation
