@@ -241,39 +241,50 @@ def test_skipped_guard_checks_change_nothing_in_tracking():
     env.close()
 
 
-@pytest.mark.parametrize("launches", [True, False], ids=["stored launches", "stored graphs"])
-def test_one_compiled_version_serves_every_lane_count(launches):
+@pytest.mark.parametrize(("task", "groups", "lanes", "launches"), [
+    ("G1WalkFlat", ("policy",), 128, True), ("G1WalkFlat", ("policy",), 128, False),
+    # the adaptive sampler shares statistics across lanes: the same lane count, both ways
+    ("G1WbtMix", ("policy", "critic"), 64, True)], ids=["stored launches", "stored graphs", "tracking"])
+def test_one_compiled_version_serves_every_lane_count(task, groups, lanes, launches):
     """The graphs compile with a symbolic lane dimension: an env of another lane count loads what
     the first one stored -- the kernels' launches, or without them the graphs -- (nothing is
     traced or compiled again), and its lanes compute bit for bit what the same lanes of the first
-    env computed."""
+    env (which loaded the stored graphs) computed."""
     from torch._dynamo.utils import counters
 
     from motrix_gym.vector_env import MotrixVectorEnv
 
     actions = random_actions(40, 128, 29, std=2.0, seed=3)
 
-    def run(n: int) -> list[np.ndarray]:
-        env = MotrixVectorEnv("G1WalkFlat", n, compile=True, progress=False)
-        out = [env.reset(seed=2)[0][:4]]
+    def forget_launches(env: MotrixVectorEnv) -> None:
+        for g in env.runtime.graphs(env.obs_groups):
+            env.runtime.store.launch_path(g.name).unlink(missing_ok=True)
+
+    def run(n: int) -> list:
+        env = MotrixVectorEnv(task, n, compile=True, obs_groups=groups, progress=False)
+        out = [env.reset(seed=2)[0]]
         for a in actions:
             obs, rew, term, trunc, _ = env.step(a[:n])
-            out += [obs[:4], rew[:4], term[:4]]
-        graphs = env.runtime.graphs(env.obs_groups)
-        out.append([(g.loaded, g.from_launch) for g in graphs])
+            out += [obs, rew, term]
+        out = [{k: v[:4] for k, v in x.items()} if isinstance(x, dict) else x[:4] for x in out]
+        out.append([(g.loaded, g.from_launch) for g in env.runtime.graphs(env.obs_groups)])
         if not launches:
-            for g in graphs:
-                env.runtime.store.launch_path(g.name).unlink(missing_ok=True)
+            forget_launches(env)
         env.close()
         return out
 
+    env = MotrixVectorEnv(task, 64, compile=True, obs_groups=groups, progress=False)  # compiled and stored
+    forget_launches(env)  # the next env loads the graphs and stores the launches
+    env.close()
     small = run(64)
     misses = counters["inductor"]["fxgraph_cache_miss"]
-    big = run(128)
+    big = run(lanes)
     assert counters["inductor"]["fxgraph_cache_miss"] == misses  # nothing new was compiled
+    assert all(loaded and not from_launch for loaded, from_launch in small[-1])
     assert len(big[-1]) >= 3 and all(loaded and from_launch == launches for loaded, from_launch in big[-1])
     for a, b in zip(small[:-1], big[:-1], strict=True):
-        np.testing.assert_array_equal(a, b)
+        for k in a if isinstance(a, dict) else [None]:
+            np.testing.assert_array_equal(a if k is None else a[k], b if k is None else b[k])
     assert any(t.any() for t in small[3::3])  # episodes ended in between
 
 

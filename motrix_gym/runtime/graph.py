@@ -286,8 +286,8 @@ class Graph:
         fn = self.eager.__func__ if self._owner is not None else self.eager
         try:
             kernel, inputs = stored_launch.load(rec, fn, full)
-        except stored_launch.Refused:
-            return False
+        except (stored_launch.Refused, KeyError, TypeError, ValueError, OSError, ImportError):
+            return False  # a record that does not hold here, or that this version cannot read
         self.launch = Launch(kernel, inputs, args)
         self.loaded = self.from_launch = self._ready = True
         self.check(self.checking)

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-FORMAT = 1
+FORMAT = 2  # bump when what a record holds changes
 _UTILS = "__import_torch_dot__dynamo_dot_utils"  # Dynamo's helpers, as its bytecode names them
 _ENTRY = "inductor_entry_cpp"  # the entry point of Inductor's C++ wrapper library
 
@@ -96,8 +96,16 @@ def _shown_as(x: Any, kind: str, text: str) -> bool:
 
 
 def _no_aliasing(*ts: torch.Tensor) -> bool:
-    ptrs = [t.untyped_storage().data_ptr() for t in ts]
-    return len(set(ptrs)) == len(ptrs)
+    """Dynamo's sense: no tensor comes in twice under different sources."""
+    return len({id(t) for t in ts}) == len(ts)
+
+
+def _storage_groups(inputs: tuple) -> list[int | None]:
+    """For each input, the first input that shares its memory (itself if none; None for a
+    number): which views AOTAutograd saw over one buffer when it built the kernel's inputs."""
+    first: dict[int, int] = {}
+    return [None if not isinstance(x, torch.Tensor) else first.setdefault(x.untyped_storage().data_ptr(), i)
+            for i, x in enumerate(inputs)]
 
 
 def _dict_contains(key: Any, d: dict) -> bool:
@@ -334,9 +342,12 @@ def record(aot: Any, fn: Callable, kernel: Callable, kernel_inputs: list, full: 
     unknown = _globals_read(code) - {*compiled, *modules, _UTILS}
     if len(compiled) != 1 or unknown:
         raise Refused(f"the bytecode reads globals {sorted(unknown)}")
-    inputs = _align(_graph_inputs(code, compiled[0], modules, full), kernel_inputs)
+    graph_inputs = _graph_inputs(code, compiled[0], modules, full)
+    if any(isinstance(x, torch.Tensor) and x.device.type != "cpu" for x in graph_inputs):
+        raise Refused("a graph on a device")
     return {"format": FORMAT, "machine": machine(), "library": _entry_library(kernel),
-            "compiled_fn": compiled[0], "modules": modules, "inputs": inputs,
+            "compiled_fn": compiled[0], "modules": modules, "inputs": _align(graph_inputs, kernel_inputs),
+            "storage": _storage_groups(graph_inputs),
             "guards": guard_expressions(aot._artifacts.guard_manager, f_locals(fn, full)),
             "bytecode": code}
 
@@ -353,6 +364,8 @@ def load(rec: dict[str, Any], fn: Callable, full: tuple) -> tuple[Entry, list]:
     if failed is not None:
         raise Refused(f"guard {failed!r} fails")
     graph_inputs = _graph_inputs(rec["bytecode"], rec["compiled_fn"], rec["modules"], full)
+    if _storage_groups(graph_inputs) != rec["storage"]:
+        raise Refused("the graph's inputs share memory otherwise")
     inputs = [graph_inputs[i] for i in rec["inputs"]]
     inputs = [x if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=torch.int64) for x in inputs]
     return Entry(_load_entry(rec["library"])), inputs
