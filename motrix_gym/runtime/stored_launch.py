@@ -16,8 +16,9 @@ helpers to gather the inputs, and returns a ``Launch`` of the library's entry po
 does not recognise -- a guard of another kind, a global the bytecode reads, a library that is
 gone, another machine -- gives None, and the graph loads the ordinary way.
 
-Only guards about how torch dispatches operators are left out (the torch-function mode stack,
-the default device, saved-tensor hooks): a kernel launched directly dispatches nothing.
+Only guards about how torch dispatches operators (the torch-function mode stack, the default
+device, saved-tensor hooks) and about tracing (``mark_dynamic``'s marks) are left out: a kernel
+launched directly neither dispatches nor traces.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import ast
 import dis
 import enum
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -44,11 +46,11 @@ FORMAT = 2  # bump when what a record holds changes
 _UTILS = "__import_torch_dot__dynamo_dot_utils"  # Dynamo's helpers, as its bytecode names them
 _ENTRY = "inductor_entry_cpp"  # the entry point of Inductor's C++ wrapper library
 
-# Guards about dispatch, which a kernel launched directly does not go through.
-_DISPATCH_ONLY = frozenset({"TORCH_FUNCTION_MODE_STACK", "DEFAULT_DEVICE"})
+# Guards about dispatch and about tracing (the marks ``mark_dynamic`` leaves for Dynamo to read),
+# which a kernel launched directly does not go through.
+_NOT_LAUNCHED = frozenset({"TORCH_FUNCTION_MODE_STACK", "DEFAULT_DEVICE", "DIMENSION_DYNAMIC_MARKING_GUARD"})
 # Guards whose code is already a plain expression over the sources.
-_PLAIN = frozenset({"EQUALS_MATCH", "LENGTH_CHECK", "DICT_LENGTH", "NONE_MATCH", "DICT_CONTAINS",
-                    "DIMENSION_DYNAMIC_MARKING_GUARD", "LAMBDA_GUARD"})
+_PLAIN = frozenset({"EQUALS_MATCH", "LENGTH_CHECK", "DICT_LENGTH", "NONE_MATCH", "DICT_CONTAINS", "LAMBDA_GUARD"})
 _DUNDERS = frozenset({"__dict__", "__defaults__", "__kwdefaults__", "__func__", "__self__"})
 _METHODS = frozenset({"size", "stride", "storage_offset"})
 
@@ -57,6 +59,7 @@ class Refused(Exception):
     """What a record cannot express, or a check that fails on load."""
 
 
+@functools.cache
 def machine() -> str:
     """The facts a kernel library built here depends on: the processor and its instruction sets,
     the interpreter and torch."""
@@ -184,7 +187,7 @@ def _leaves(manager: Any) -> list[tuple[str, str]]:
 def _rewrite(kind: str, code: str, f_locals: dict[str, Any]) -> str | None:
     """Guard ``code`` of ``kind`` as an expression ``_eval`` can check in another process (None:
     nothing to check there)."""
-    if kind in _DISPATCH_ONLY or code.startswith("torch._functorch.aot_autograd.utils.top_saved_tensors_hooks"):
+    if kind in _NOT_LAUNCHED or code.startswith("torch._functorch.aot_autograd.utils.top_saved_tensors_hooks"):
         return None
     if kind == "GLOBAL_STATE":
         return f"___global_state({code.split(' against ', 1)[1].split('  #')[0].strip()!r})"
