@@ -19,9 +19,12 @@ A stored graph is used only when all of these hold:
 Whatever fails, the graph is compiled again and stored as another version of it (files are
 written atomically: ranks of one run write the same names).
 
+Beside each graph the store keeps its launch record (``stored_launch``), with which a later
+process starts the graph's kernel without loading the graph or importing the compiler.
+
 Every edit of a task or of motrix-gym, and every torch upgrade, makes new fingerprints, and the
 graphs of the old ones are never loaded again. The folder is therefore kept to ``max_bytes``:
-a load marks the file as used, and a save removes the graphs used longest ago beyond the cap.
+a load marks the file as used, and a save removes the files used longest ago beyond the cap.
 """
 
 from __future__ import annotations
