@@ -315,10 +315,13 @@ class TorchManagerRuntime:
             jobs.append(("shared statistics", self._stats_graph, (mask,)))
         bar = tqdm(jobs, desc="torch.compile", unit="graph", disable=not progress, leave=False)
         for name, fn, args in bar:
-            store = fn.store
-            bar.set_postfix_str(f"{name}: loading the stored launch" if store is not None and store.has_launches(
-                [fn.name]) else f"{name}: loading the stored graph" if store is not None and store.has(fn.name) else
-                f"{name}: tracing and compiling, tens of seconds; stored for later starts at any lane count")
+            if fn.store is not None and fn.store.has_launches([fn.name]):
+                doing = "loading the stored launch"
+            elif fn.store is not None and fn.store.has(fn.name):
+                doing = "loading the stored graph"
+            else:
+                doing = "tracing and compiling, tens of seconds; stored for later starts at any lane count"
+            bar.set_postfix_str(f"{name}: {doing}")
             fn(*args)
 
     # ----------------------------------------------------------------------------- validation

@@ -12,9 +12,10 @@ later process needs far less, and ``record`` writes exactly that:
   sizes, which tensors must not alias, and torch's global state.
 
 ``load`` checks those guards on the new runtime, runs the bytecode with stand-ins for Dynamo's
-helpers to gather the inputs, and returns a ``Launch`` of the library's entry point. Anything it
-does not recognise -- a guard of another kind, a global the bytecode reads, a library that is
-gone, another machine -- gives None, and the graph loads the ordinary way.
+helpers to gather the inputs, and returns the library's entry point with them (``graph.Graph``
+launches it). What cannot be recorded -- a guard of another kind, a global the bytecode reads --
+and what does not hold on load -- a failing guard, a library that is gone, another machine --
+raises ``Refused``, and the graph loads the ordinary way.
 
 Only guards about how torch dispatches operators (the torch-function mode stack, the default
 device, saved-tensor hooks) and about tracing (``mark_dynamic``'s marks) are left out: a kernel
