@@ -349,6 +349,8 @@ def record(aot: Any, fn: Callable, kernel: Callable, kernel_inputs: list, full: 
     graph_inputs = _graph_inputs(code, compiled[0], modules, full)
     if any(isinstance(x, torch.Tensor) and x.device.type != "cpu" for x in graph_inputs):
         raise Refused("a graph on a device")
+    if any(not isinstance(x, torch.Tensor) and type(x) is not int for x in graph_inputs):
+        raise Refused("a graph input that is neither a tensor nor an integer size")
     return {"format": FORMAT, "machine": machine(), "library": _entry_library(kernel),
             "compiled_fn": compiled[0], "modules": modules, "inputs": _align(graph_inputs, kernel_inputs),
             "storage": _storage_groups(graph_inputs),
