@@ -198,18 +198,23 @@ class Graph:
     def __call__(self, *args: Any) -> Any:
         return self._call(*args)
 
+    @property
+    def _function(self) -> Callable:
+        """The plain function the graph is made from (a bound method's function takes its object
+        as the first argument, ``_args``)."""
+        return self.eager.__func__ if self._owner is not None else self.eager
+
     def _args(self, args: tuple) -> tuple:
         return args if self._owner is None else (self._owner, *args)
 
     def _compile(self, args: tuple) -> Any:
         from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
-        fn = self.eager.__func__ if self._owner is not None else self.eager
         lanes = [a for a in args if self.lanes is not None and a.dim() and a.shape[0] == self.lanes]
         try:
             with lane_dimension_marked([*self._lane_tensors(), *lanes]):
-                return torch.compile(fn, fullgraph=True, dynamic=False, options=INDUCTOR_OPTIONS).aot_compile(
-                    (self._args(args), {}))
+                compiled = torch.compile(self._function, fullgraph=True, dynamic=False, options=INDUCTOR_OPTIONS)
+                return compiled.aot_compile((self._args(args), {}))
         except ConstraintViolationError as e:
             raise RuntimeError(
                 f"compiling the runtime's {self.name!r} graph: a term turned the lane count into a Python number "
@@ -271,9 +276,9 @@ class Graph:
 
     def _store_launch(self, args: tuple) -> None:
         """Record this graph's launch for later processes (``stored_launch``), when it can be."""
-        fn = self.eager.__func__ if self._owner is not None else self.eager
         try:
-            rec = stored_launch.record(self._aot, fn, self.launch.kernel, self.launch.inputs, self._args(args))
+            rec = stored_launch.record(self._aot, self._function, self.launch.kernel, self.launch.inputs,
+                                       self._args(args))
         except Exception:  # Refused, or torch internals other than expected: this graph loads as before
             return
         self.store.save_launch(self.name, self._aot, rec)
@@ -283,9 +288,8 @@ class Graph:
         rec = self.store.load_launch(self.name)
         if rec is None:
             return False
-        fn = self.eager.__func__ if self._owner is not None else self.eager
         try:
-            kernel, inputs = stored_launch.load(rec, fn, full)
+            kernel, inputs = stored_launch.load(rec, self._function, full)
         except (stored_launch.Refused, KeyError, TypeError, ValueError, OSError, ImportError):
             return False  # a record that does not hold here, or that this version cannot read
         self.launch = Launch(kernel, inputs, args)

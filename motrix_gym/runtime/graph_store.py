@@ -255,22 +255,22 @@ class GraphStore:
         manifest = {m: h for m, h in manifest.items() if m.split(".")[0] != "torch"}
         head = {"manifest": manifest, **{k: v for k, v in launch.items() if k != "bytecode"}}
         try:
-            path = self.launch_path(name)
-            write_atomically(path, json.dumps(head).encode() + b"\n" + marshal.dumps(launch["bytecode"]))
-            os.utime(path)
+            data = json.dumps(head).encode() + b"\n" + marshal.dumps(launch["bytecode"])
+            write_atomically(self.launch_path(name), data)
         except (OSError, ValueError) as e:
             warnings.warn(f"launch of graph {name!r} not stored in {self.folder}: {e!r}", stacklevel=2)
 
     def load_launch(self, name: str) -> dict[str, Any] | None:
         """The launch record of graph ``name``, or None when there is none or a file it traced
         changed."""
+        path = self.launch_path(name)
         try:
-            with open(self.launch_path(name), "rb") as f:
+            with open(path, "rb") as f:
                 head = json.loads(f.readline())
                 if not _current(head.pop("manifest")):
                     return None
                 rec = {**head, "bytecode": marshal.loads(f.read())}
-            os.utime(self.launch_path(name))  # used now: kept over files used longer ago
+            os.utime(path)  # used now: kept over files used longer ago
             return rec
         except (OSError, ValueError, EOFError, TypeError, KeyError):
             return None
