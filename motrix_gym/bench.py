@@ -206,7 +206,8 @@ def startup_times(env_id: str, num_envs: int, new_lanes: tuple[int, ...] = (1024
     import tempfile
 
     with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
+        # Inductor keeps its precompiled headers in the temporary folder, outside its cache
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "TMPDIR": cache}
 
         def run(n: int) -> float:
             out = subprocess.run([sys.executable, "-c", STARTUP, env_id, str(n)], env=env, check=True,

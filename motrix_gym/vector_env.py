@@ -36,6 +36,7 @@ from torch import Tensor
 
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.resolver import resolve
+from motrix_gym.runtime.compile_helpers import Build, Helpers, usable_cores
 from motrix_gym.runtime.cpu_probe import CpuProbe
 from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.graph import import_graph_loader
@@ -59,6 +60,9 @@ class MotrixVectorEnv(VectorEnv):
         autoreset_mode: an ``AutoresetMode`` (or its value string).
         obs_groups: observation groups to return; one group gives a Box, several a Dict.
         compile: run the runtime's graphs through ``torch.compile`` (default) or eagerly.
+        compile_processes: processes that compile the graphs nothing is stored for yet: this one
+            and up to ``compile_processes - 1`` helpers (``runtime/compile_helpers.py``). Default:
+            the cores this process may use; 1 compiles every graph here.
         device: with backend ``"warp"``, where the simulation, the runtime and torch outputs live
             (``"cpu"`` or ``"cuda"``, ``"cuda:N"``); with ``"mujoco"``, where torch outputs are
             copied to (the simulation and runtime run on the CPU).
@@ -89,7 +93,8 @@ class MotrixVectorEnv(VectorEnv):
                  device: str | torch.device = "cpu", nthread: int | None = None, torch_threads: int = 1,
                  lane_offset: int = 0, render_mode: str | None = None, render_lane: int | Sequence[int] = 0,
                  width: int = 640, height: int = 480, progress: bool = True, current_kinematics: bool = True,
-                 distributed: bool = False, backend: str | None = None, **task_options: Any) -> None:
+                 distributed: bool = False, backend: str | None = None, compile_processes: int | None = None,
+                 **task_options: Any) -> None:
         self._closed = True  # until fully built, so close()/__del__ on a failed init are safe
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
@@ -112,6 +117,10 @@ class MotrixVectorEnv(VectorEnv):
             raise ValueError(f"width and height must be ints in [1, 8192], got {width!r} x {height!r}")
         if not isinstance(torch_threads, int) or isinstance(torch_threads, bool) or torch_threads < 1:
             raise ValueError(f"torch_threads must be an int >= 1, got {torch_threads!r}")
+        if compile_processes is None:
+            compile_processes = usable_cores()
+        if not isinstance(compile_processes, int) or isinstance(compile_processes, bool) or compile_processes < 1:
+            raise ValueError(f"compile_processes must be an int >= 1, got {compile_processes!r}")
         if not isinstance(lane_offset, int) or lane_offset < 0:
             raise ValueError(f"lane_offset must be an int >= 0, got {lane_offset!r}")
         try:
@@ -155,24 +164,24 @@ class MotrixVectorEnv(VectorEnv):
         # On a machine whose CPU probe is recorded, the compiler is imported only if a graph has no
         # stored launch (below); elsewhere Inductor's CPU probe runs while the model builds.
         probe = CpuProbe(folder) if compile and not CpuProbe.recorded_in(folder) else None
-        model = build_model(cfg.scene, cfg.sim_dt, sensors=not current_kinematics)
-        program = resolve(cfg, model_info(model, height_map(cfg.scene.terrain)))
-        self.task = cfg
-        sensing = build_sensing_model(cfg.scene, cfg.sim_dt, program.sensors) if current_kinematics else None
-        self.backend = backend
-        self.sim = make_sim(backend, model, num_envs, nthread, reads=program.reads, sensing=sensing,
-                            stage=program.read_stage, device=str(self.device) if backend == "warp" else "cpu")
-        store = GraphStore.of(program, str(self.sim.device)) if compile else None
-        self.runtime = rt = TorchManagerRuntime(program, self.sim, compile=compile, lane_offset=lane_offset,
-                                                ranks=self.ranks, store=store)
+        self.task, self.backend = cfg, backend
+        self.runtime = rt = build_runtime(cfg, num_envs, compile=compile, backend=backend, device=self.device,
+                                          nthread=nthread, current_kinematics=current_kinematics,
+                                          lane_offset=lane_offset, ranks=self.ranks)
+        self.sim, program, store = rt.sim, rt.program, rt.store
         self.torch_threads = torch_threads
         if compile:
             if probe is not None or store is None or not store.has_launches([g.name for g in rt.graphs(groups)]):
                 probe = probe or CpuProbe(folder)
                 import_graph_loader()
                 probe.wait(progress)
+            build = Build(cfg, num_envs, groups, current_kinematics, lane_offset, torch_threads)
+            helpers = None
+            if compile_processes > 1 and backend == "mujoco" and not distributed:
+                data = build.pickled()
+                helpers = None if data is None else (lambda shares: Helpers(data, shares))
             with torch_threads_ctx(torch_threads):
-                rt.warmup(groups, progress)
+                rt.warmup(groups, progress, processes=compile_processes, helpers=helpers)
 
         self.num_envs = num_envs
         self.output, self.copy, self.obs_groups = output, copy, groups
@@ -503,3 +512,18 @@ class MotrixVectorEnv(VectorEnv):
         else:
             out = {g: (b[:n].copy() if self.copy else b[:n]) for g, b in self._obs_np[self._cur].items()}
         return out[self.obs_groups[0]] if len(out) == 1 else out
+
+
+def build_runtime(cfg: TaskConfig, num_envs: int, *, compile: bool, backend: str = "mujoco",
+                  device: torch.device | str = "cpu", nthread: int | None = None, current_kinematics: bool = True,
+                  lane_offset: int = 0, ranks: Ranks | None = None) -> TorchManagerRuntime:
+    """The runtime of task ``cfg`` over a new simulation of ``num_envs`` lanes (arguments as
+    ``MotrixVectorEnv`` takes them, checked); its graphs are neither compiled nor loaded yet."""
+    model = build_model(cfg.scene, cfg.sim_dt, sensors=not current_kinematics)
+    program = resolve(cfg, model_info(model, height_map(cfg.scene.terrain)))
+    sensing = build_sensing_model(cfg.scene, cfg.sim_dt, program.sensors) if current_kinematics else None
+    sim = make_sim(backend, model, num_envs, nthread, reads=program.reads, sensing=sensing,
+                   stage=program.read_stage, device=str(device) if backend == "warp" else "cpu")
+    store = GraphStore.of(program, str(sim.device)) if compile else None
+    return TorchManagerRuntime(program, sim, compile=compile, lane_offset=lane_offset, ranks=ranks,
+                               store=store)

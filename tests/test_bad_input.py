@@ -88,6 +88,9 @@ def test_bad_make_kwargs():
         make(2, autoreset_mode="sometimes")
     with pytest.raises(ValueError, match="obs_groups"):
         make(2, obs_groups=("policy", "privileged"))
+    for bad in (0, 2.0, True, "2"):
+        with pytest.raises(ValueError, match="compile_processes must be an int >= 1"):
+            make(2, compile_processes=bad)
     with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
         make(2, colour="red")
     with pytest.raises(TypeError, match="unexpected keyword argument 'frame_skip'"):  # Gymnasium MuJoCo's

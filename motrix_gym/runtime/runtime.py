@@ -25,6 +25,7 @@ which buffer to observe into.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -33,6 +34,7 @@ from torch import Tensor
 
 from motrix_gym.manager.resolver import ResolvedProgram, ResolvedTerm, TaskConfigError, on_device
 from motrix_gym.math.heightfield import HeightField
+from motrix_gym.runtime.compile_helpers import Helpers, share
 from motrix_gym.runtime.context import Context
 from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.graph import Graph
@@ -299,9 +301,12 @@ class TorchManagerRuntime:
         out = [self.step_graph(groups), self._reset_graph, *(self.observe_graphs[g] for g in groups)]
         return out + ([self._stats_graph] if self._stats_graph is not None else [])
 
-    def warmup(self, groups: tuple[str, ...], progress: bool = True) -> None:
-        """Compile or load every graph now (each runs once; the state is left for the first reset
-        to overwrite)."""
+    def warmup(self, groups: tuple[str, ...], progress: bool = True, *, only: list[str] | None = None,
+               processes: int = 1, helpers: Callable[[list[list[str]]], Helpers] | None = None) -> None:
+        """Compile or load every graph now, or the graphs named ``only`` (each runs once; the
+        state is left for the first reset to overwrite). With ``helpers`` and ``processes`` > 1,
+        the graphs that nothing is stored for are shared with helper processes
+        (``compile_helpers``): ``helpers(shares)`` starts them."""
         from tqdm import tqdm
 
         L, dev = self.ctx.num_lanes, self.device
@@ -313,16 +318,38 @@ class TorchManagerRuntime:
                  for g in groups]
         if self._stats_graph is not None:
             jobs.append(("shared statistics", self._stats_graph, (mask,)))
+        jobs = [j for j in jobs if only is None or j[1].name in only]
+        todo = [fn.name for _, fn, _ in jobs if fn.store is not None and not fn.store.has(fn.name)]
+        shares = share(todo, processes) if helpers is not None else []
+        try:
+            away = helpers(shares) if shares else None
+        except OSError as e:  # no process could be started: every graph is compiled here
+            warnings.warn(f"no compile helper process started ({e!r}); compiling every graph here",
+                          RuntimeWarning, stacklevel=2)
+            away = None
+        elsewhere = set(away.names) if away is not None else set()
+        jobs = [j for j in jobs if j[1].name not in elsewhere] + [j for j in jobs if j[1].name in elsewhere]
         bar = tqdm(jobs, desc="torch.compile", unit="graph", disable=not progress, leave=False)
-        for name, fn, args in bar:
-            if fn.store is not None and fn.store.has_launches([fn.name]):
-                doing = "loading the stored launch"
-            elif fn.store is not None and fn.store.has(fn.name):
-                doing = "loading the stored graph"
-            else:
-                doing = "tracing and compiling, tens of seconds; stored for later starts at any lane count"
-            bar.set_postfix_str(f"{name}: {doing}")
-            fn(*args)
+        try:
+            for name, fn, args in bar:
+                if away is not None and fn.name in elsewhere:
+                    bar.set_postfix_str(f"waiting for {len(shares)} helper process(es) compiling "
+                                        f"{', '.join(sorted(elsewhere))}")
+                    away.wait()
+                    away = None
+                if fn.store is not None and fn.store.has_launches([fn.name]):
+                    doing = "loading the stored launch"
+                elif fn.store is not None and fn.store.has(fn.name):
+                    doing = "loading the stored graph"
+                else:
+                    doing = "tracing and compiling, tens of seconds; stored for later starts at any lane count"
+                    if away is not None:
+                        doing += f"; {len(elsewhere)} more graph(s) in {len(shares)} helper process(es)"
+                bar.set_postfix_str(f"{name}: {doing}")
+                fn(*args)
+        finally:
+            if away is not None:
+                away.close()
 
     # ----------------------------------------------------------------------------- validation
     def _probe(self, group: str, terms: tuple[ResolvedTerm, ...]) -> list[int]:

@@ -1,0 +1,149 @@
+"""Helper processes that compile some of an env's graphs while the env compiles the others.
+
+A cold start is the compiler working through the env's graphs one after another, in one thread
+(g++ aside). With more than one core, the graphs that must be compiled are shared out: the env
+keeps the first (the step graph, the largest), and each helper process builds the same runtime
+(same task, lane count and options), compiles the graphs it was given and stores them
+(``graph_store``). The env then waits for its helpers and loads their graphs, as a later start
+would. A graph compiled by a helper is the same compiled code, from the same trace, and loads only
+where its guards and its files' hashes hold, so the env computes the same bits either way. A
+helper that fails costs the env the time to compile its graphs itself, with a warning.
+
+    python -m motrix_gym.runtime.compile_helpers   # a helper: reads its Job (pickled) on stdin
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import pickletools
+import subprocess
+import sys
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from motrix_gym.manager.config import TaskConfig
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class Build:
+    """What a helper needs to build the same runtime as the env: the task and the options of
+    ``MotrixVectorEnv`` that change the graphs."""
+
+    task: TaskConfig
+    num_envs: int
+    obs_groups: tuple[str, ...]
+    current_kinematics: bool
+    lane_offset: int
+    torch_threads: int  # Inductor's C++ kernels are generated for the threads torch has
+
+    def pickled(self) -> bytes | None:
+        """This build pickled for a helper process, or None where a helper could not load it: a
+        part defined in ``__main__`` (a script or a notebook) is pickled by a reference that the
+        helper cannot import."""
+        try:
+            data = pickle.dumps(self)
+        except Exception:
+            return None
+        strings = [arg for op, arg, _ in pickletools.genops(data) if isinstance(arg, str)]
+        if "__main__" in strings or any(s.startswith("__main__ ") for s in strings):
+            return None
+        return data
+
+
+def share(names: list[str], processes: int) -> list[list[str]]:
+    """The graphs ``names`` that must be compiled, over ``processes`` processes: the env keeps
+    the first; the others go round the helpers, at most one helper per graph."""
+    helpers = max(0, min(processes - 1, len(names) - 1))
+    return [names[1 + i::helpers] for i in range(helpers)]
+
+
+class Helpers:
+    """Helper processes compiling the graphs ``shares[i]`` each, for a runtime built as ``build``.
+
+        helpers = Helpers(build, [["reset"], ["observe[policy]"]])
+        ...                   # compile the env's own graph meanwhile
+        helpers.wait()        # then load theirs from the store
+    """
+
+    def __init__(self, data: bytes, shares: list[list[str]]) -> None:
+        self.names = [n for s in shares for n in s]
+        self._procs: list[tuple[subprocess.Popen, list[str], IO[bytes]]] = []
+        package_root = str(Path(__file__).resolve().parents[2])
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
+        try:
+            for names in shares:
+                err = tempfile.TemporaryFile()
+                proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
+                                        stdout=subprocess.DEVNULL, stderr=err, env=env)
+                self._procs.append((proc, names, err))
+                proc.stdin.write(pickle.dumps((data, names)))
+                proc.stdin.close()
+        except BaseException:
+            self.close()
+            raise
+
+    def wait(self) -> list[str]:
+        """Wait for every helper; the names of the graphs whose helper failed (with a warning
+        that quotes its error)."""
+        failed = []
+        for proc, names, err in self._procs:
+            code = proc.wait()
+            if code != 0:
+                err.seek(0)
+                lines = err.read().decode(errors="replace").strip().splitlines()
+                warnings.warn(f"the helper process compiling graphs {names} failed (exit {code}: "
+                              f"{lines[-1] if lines else 'no message'}); they are compiled here",
+                              RuntimeWarning, stacklevel=2)
+                failed += names
+            err.close()
+        self._procs = []
+        return failed
+
+    def close(self) -> None:
+        """Stop the helpers still running (the env was interrupted or failed)."""
+        for proc, _, err in self._procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            err.close()
+        self._procs = []
+
+
+def main() -> None:
+    """A helper: build the runtime described on stdin, compile and store the graphs named."""
+    from motrix_gym.runtime.cpu_probe import CpuProbe
+    from motrix_gym.runtime.graph import import_graph_loader
+    from motrix_gym.runtime.graph_store import GraphStore
+    from motrix_gym.runtime.runtime import torch_threads
+    from motrix_gym.vector_env import build_runtime
+
+    data, names = pickle.loads(sys.stdin.buffer.read())
+    build: Build = pickle.loads(data)
+    probe = CpuProbe(GraphStore.default_folder())  # recorded by the env before it started helpers
+    rt = build_runtime(build.task, build.num_envs, compile=True, nthread=1,
+                       current_kinematics=build.current_kinematics, lane_offset=build.lane_offset)
+    import_graph_loader()
+    probe.wait()
+    missing = [n for n in names if n not in {g.name for g in rt.graphs(build.obs_groups)}]
+    if missing:
+        raise SystemExit(f"no graphs {missing} in this runtime")
+    with torch_threads(build.torch_threads):
+        rt.warmup(build.obs_groups, progress=False, only=names)
+    rt.sim.close()
+
+
+if __name__ == "__main__":
+    main()
