@@ -67,9 +67,16 @@ def test_a_cold_start_loads_what_its_helper_compiled(tmp_path):
     assert shared["ended"] == alone["ended"] > 0  # resets after episodes ended ran too
 
 
-def test_a_failing_helper_leaves_its_graphs_to_the_env():
-    data = Build(task_config("G1WalkFlat"), 4, ("policy",), True, 0, 1).pickled()
-    helpers = Helpers(data, [["no-such-graph"]])
+def test_a_failing_helper_leaves_its_graphs_to_the_env(tmp_path, monkeypatch):
+    """The helper imports the task's terms from the env's import path (here a module only that
+    path finds), builds the runtime, and fails on a graph the runtime does not have."""
+    (tmp_path / "my_terms.py").write_text("def still(env):\n    return env.episode_step * 0.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from my_terms import still
+
+    cfg = task_config("G1WalkFlat")
+    mine = dataclasses.replace(cfg, rewards=(*cfg.rewards, RewardTerm("still", still, 1.0)))
+    helpers = Helpers(Build(mine, 4, ("policy",), True, 0, 1).pickled(), [["no-such-graph"]])
     with pytest.warns(RuntimeWarning, match=r"compiling graphs \['no-such-graph'\] failed.*no graphs"):
         assert helpers.wait() == ["no-such-graph"]
 

@@ -9,7 +9,8 @@ would. A graph compiled by a helper is the same compiled code, from the same tra
 where its guards and its files' hashes hold, so the env computes the same bits either way. A
 helper that fails costs the env the time to compile its graphs itself, with a warning.
 
-    python -m motrix_gym.runtime.compile_helpers   # a helper: reads its Job (pickled) on stdin
+A helper starts with the env's ``sys.path``, so it imports motrix_gym and the task's term
+functions from where the env did.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import sys
 import tempfile
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO
 
 from motrix_gym.manager.config import TaskConfig
@@ -80,16 +80,13 @@ class Helpers:
     def __init__(self, data: bytes, shares: list[list[str]]) -> None:
         self.names = [n for s in shares for n in s]
         self._procs: list[tuple[subprocess.Popen, list[str], IO[bytes]]] = []
-        package_root = str(Path(__file__).resolve().parents[2])
-        path = os.environ.get("PYTHONPATH")
-        env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
         try:
             for names in shares:
                 err = tempfile.TemporaryFile()
-                proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
-                                        stdout=subprocess.DEVNULL, stderr=err, env=env)
+                proc = subprocess.Popen([sys.executable, "-c", _START], stdin=subprocess.PIPE,
+                                        stdout=subprocess.DEVNULL, stderr=err)
                 self._procs.append((proc, names, err))
-                proc.stdin.write(pickle.dumps((data, names)))
+                proc.stdin.write(pickle.dumps((sys.path, (data, names))))
                 proc.stdin.close()
         except BaseException:
             self.close()
@@ -122,15 +119,19 @@ class Helpers:
         self._procs = []
 
 
-def main() -> None:
-    """A helper: build the runtime described on stdin, compile and store the graphs named."""
+# A helper's first lines: the env's import path, then ``main``.
+_START = ("import pickle, sys; path, job = pickle.load(sys.stdin.buffer); sys.path[:] = path; "
+          "from motrix_gym.runtime.compile_helpers import main; main(*job)")
+
+
+def main(data: bytes, names: list[str]) -> None:
+    """A helper: build the runtime pickled in ``data``, compile and store the graphs ``names``."""
     from motrix_gym.runtime.cpu_probe import CpuProbe
     from motrix_gym.runtime.graph import import_graph_loader
     from motrix_gym.runtime.graph_store import GraphStore
     from motrix_gym.runtime.runtime import torch_threads
     from motrix_gym.vector_env import build_runtime
 
-    data, names = pickle.loads(sys.stdin.buffer.read())
     build: Build = pickle.loads(data)
     probe = CpuProbe(GraphStore.default_folder())  # recorded by the env before it started helpers
     rt = build_runtime(build.task, build.num_envs, compile=True, nthread=1,
@@ -143,7 +144,3 @@ def main() -> None:
     with torch_threads(build.torch_threads):
         rt.warmup(build.obs_groups, progress=False, only=names)
     rt.sim.close()
-
-
-if __name__ == "__main__":
-    main()
