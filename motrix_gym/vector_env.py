@@ -23,6 +23,7 @@ Contracts (see docs/architecture.md):
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import Sequence
 from typing import Any
@@ -175,11 +176,10 @@ class MotrixVectorEnv(VectorEnv):
                 probe = probe or CpuProbe(folder)
                 import_graph_loader()
                 probe.wait(progress)
-            build = Build(cfg, num_envs, groups, current_kinematics, lane_offset, torch_threads)
             helpers = None
             if compile_processes > 1 and backend == "mujoco" and not distributed:
-                data = build.pickled()
-                helpers = None if data is None else (lambda shares: Helpers(data, shares))
+                build = Build(cfg, num_envs, groups, current_kinematics, lane_offset, torch_threads)
+                helpers = functools.partial(Helpers.start, build)
             with torch_threads_ctx(torch_threads):
                 rt.warmup(groups, progress, processes=compile_processes, helpers=helpers)
 

@@ -70,12 +70,19 @@ def share(names: list[str], processes: int) -> list[list[str]]:
 
 
 class Helpers:
-    """Helper processes compiling the graphs ``shares[i]`` each, for a runtime built as ``build``.
+    """Helper processes compiling the graphs ``shares[i]`` each, for the runtime pickled in
+    ``data`` (``Build.pickled``).
 
-        helpers = Helpers(build, [["reset"], ["observe[policy]"]])
+        helpers = Helpers.start(build, [["reset"], ["observe[policy]"]])
         ...                   # compile the env's own graph meanwhile
         helpers.wait()        # then load theirs from the store
     """
+
+    @classmethod
+    def start(cls, build: Build, shares: list[list[str]]) -> Helpers | None:
+        """Helpers for ``build``, or None where a helper could not load it."""
+        data = build.pickled()
+        return None if data is None else cls(data, shares)
 
     def __init__(self, data: bytes, shares: list[list[str]]) -> None:
         self.names = [n for s in shares for n in s]

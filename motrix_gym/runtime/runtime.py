@@ -302,11 +302,11 @@ class TorchManagerRuntime:
         return out + ([self._stats_graph] if self._stats_graph is not None else [])
 
     def warmup(self, groups: tuple[str, ...], progress: bool = True, *, only: list[str] | None = None,
-               processes: int = 1, helpers: Callable[[list[list[str]]], Helpers] | None = None) -> None:
+               processes: int = 1, helpers: Callable[[list[list[str]]], Helpers | None] | None = None) -> None:
         """Compile or load every graph now, or the graphs named ``only`` (each runs once; the
         state is left for the first reset to overwrite). With ``helpers`` and ``processes`` > 1,
         the graphs that nothing is stored for are shared with helper processes
-        (``compile_helpers``): ``helpers(shares)`` starts them."""
+        (``compile_helpers``): ``helpers(shares)`` starts them, or gives None where it cannot."""
         from tqdm import tqdm
 
         L, dev = self.ctx.num_lanes, self.device
