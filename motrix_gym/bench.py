@@ -24,8 +24,8 @@ For each task and lane count, in one process:
   MuJoCo already imported), divided by lanes.
 - **first step**: seconds from ``make_vec`` to the end of the first step (compilation included).
 - ``--startup``: interpreter start to the first compiled step in fresh processes: cold (empty
-  Inductor cache), warm at the same lane count, warm at new lane counts (1024, 4096); warm
-  starts as medians of ``--startup-repeats`` rounds.
+  Inductor cache and temporary folder), warm at the same lane count, warm at new lane counts
+  (1024, 4096); warm starts as medians of ``--startup-repeats`` rounds.
 """
 
 from __future__ import annotations
