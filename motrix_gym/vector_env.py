@@ -37,14 +37,14 @@ from torch import Tensor
 
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.resolver import resolve
-from motrix_gym.runtime.compile_helpers import Build, Helpers, usable_cores
+from motrix_gym.runtime.compile_helpers import Build, Helpers
 from motrix_gym.runtime.cpu_probe import CpuProbe
 from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.graph import import_graph_loader
 from motrix_gym.runtime.graph_store import GraphStore
 from motrix_gym.runtime.runtime import TorchManagerRuntime
 from motrix_gym.runtime.runtime import torch_threads as torch_threads_ctx
-from motrix_gym.sim.backend import BACKENDS, make_sim
+from motrix_gym.sim.backend import BACKENDS, make_sim, usable_cores
 from motrix_gym.sim.scene import build_model, build_sensing_model, height_map, model_info
 
 OUTPUTS = ("numpy", "torch")
@@ -179,9 +179,9 @@ class MotrixVectorEnv(VectorEnv):
             helpers = None
             if compile_processes > 1 and backend == "mujoco" and not distributed:
                 build = Build(cfg, num_envs, groups, current_kinematics, lane_offset, torch_threads)
-                helpers = functools.partial(Helpers.start, build)
+                helpers = functools.partial(Helpers.start, build, compile_processes)
             with torch_threads_ctx(torch_threads):
-                rt.warmup(groups, progress, processes=compile_processes, helpers=helpers)
+                rt.warmup(groups, progress, helpers=helpers)
 
         self.num_envs = num_envs
         self.output, self.copy, self.obs_groups = output, copy, groups

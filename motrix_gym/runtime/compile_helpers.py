@@ -15,7 +15,6 @@ functions from where the env did.
 
 from __future__ import annotations
 
-import os
 import pickle
 import pickletools
 import subprocess
@@ -26,14 +25,6 @@ from dataclasses import dataclass
 from typing import IO
 
 from motrix_gym.manager.config import TaskConfig
-
-
-def usable_cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -73,18 +64,22 @@ class Helpers:
     """Helper processes compiling the graphs ``shares[i]`` each, for the runtime pickled in
     ``data`` (``Build.pickled``).
 
-        helpers = Helpers.start(build, [["reset"], ["observe[policy]"]])
-        ...                   # compile the env's own graph meanwhile
-        helpers.wait()        # then load theirs from the store
+        helpers = Helpers.start(build, 2, ["step[policy]", "reset", "observe[policy]"])
+        ...                   # compile the env's own graph (the first) meanwhile
+        helpers.wait()        # then load theirs (``helpers.names``) from the store
     """
 
     @classmethod
-    def start(cls, build: Build, shares: list[list[str]]) -> Helpers | None:
-        """Helpers for ``build``, or None where a helper could not load it."""
-        data = build.pickled()
+    def start(cls, build: Build, processes: int, names: list[str]) -> Helpers | None:
+        """Helpers for the graphs ``names`` that must be compiled for ``build``, shared over
+        ``processes`` processes (``share``); None where there is nothing to share or a helper
+        could not load the build."""
+        shares = share(names, processes)
+        data = build.pickled() if shares else None
         return None if data is None else cls(data, shares)
 
     def __init__(self, data: bytes, shares: list[list[str]]) -> None:
+        self.shares = shares
         self.names = [n for s in shares for n in s]
         self._procs: list[tuple[subprocess.Popen, list[str], IO[bytes]]] = []
         try:

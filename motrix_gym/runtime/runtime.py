@@ -34,7 +34,7 @@ from torch import Tensor
 
 from motrix_gym.manager.resolver import ResolvedProgram, ResolvedTerm, TaskConfigError, on_device
 from motrix_gym.math.heightfield import HeightField
-from motrix_gym.runtime.compile_helpers import Helpers, share
+from motrix_gym.runtime.compile_helpers import Helpers
 from motrix_gym.runtime.context import Context
 from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.graph import Graph
@@ -302,11 +302,11 @@ class TorchManagerRuntime:
         return out + ([self._stats_graph] if self._stats_graph is not None else [])
 
     def warmup(self, groups: tuple[str, ...], progress: bool = True, *, only: list[str] | None = None,
-               processes: int = 1, helpers: Callable[[list[list[str]]], Helpers | None] | None = None) -> None:
+               helpers: Callable[[list[str]], Helpers | None] | None = None) -> None:
         """Compile or load every graph now, or the graphs named ``only`` (each runs once; the
-        state is left for the first reset to overwrite). With ``helpers`` and ``processes`` > 1,
-        the graphs that nothing is stored for are shared with helper processes
-        (``compile_helpers``): ``helpers(shares)`` starts them, or gives None where it cannot."""
+        state is left for the first reset to overwrite). ``helpers(names)``, given the graphs
+        that nothing is stored for, may start helper processes that compile some of them
+        (``compile_helpers``); this one compiles the rest, then loads theirs."""
         from tqdm import tqdm
 
         L, dev = self.ctx.num_lanes, self.device
@@ -320,9 +320,8 @@ class TorchManagerRuntime:
             jobs.append(("shared statistics", self._stats_graph, (mask,)))
         jobs = [j for j in jobs if only is None or j[1].name in only]
         todo = [fn.name for _, fn, _ in jobs if fn.store is not None and not fn.store.has(fn.name)]
-        shares = share(todo, processes) if helpers is not None else []
         try:
-            away = helpers(shares) if shares else None
+            away = helpers(todo) if helpers is not None and todo else None
         except OSError as e:  # no process could be started: every graph is compiled here
             warnings.warn(f"no compile helper process started ({e!r}); compiling every graph here",
                           RuntimeWarning, stacklevel=2)
@@ -333,7 +332,7 @@ class TorchManagerRuntime:
         try:
             for name, fn, args in bar:
                 if away is not None and fn.name in elsewhere:
-                    bar.set_postfix_str(f"waiting for {len(shares)} helper process(es) compiling "
+                    bar.set_postfix_str(f"waiting for {len(away.shares)} helper process(es) compiling "
                                         f"{', '.join(sorted(elsewhere))}")
                     away.wait()
                     away = None
@@ -344,7 +343,7 @@ class TorchManagerRuntime:
                 else:
                     doing = "tracing and compiling, tens of seconds; stored for later starts at any lane count"
                     if away is not None:
-                        doing += f"; {len(elsewhere)} more graph(s) in {len(shares)} helper process(es)"
+                        doing += f"; {len(elsewhere)} more graph(s) in {len(away.shares)} helper process(es)"
                 bar.set_postfix_str(f"{name}: {doing}")
                 fn(*args)
         finally:

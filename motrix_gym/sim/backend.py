@@ -10,6 +10,7 @@ tensors on ``device`` and takes and returns lane ids as tensors there.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -20,6 +21,14 @@ if TYPE_CHECKING:
     import mujoco
 
 BACKENDS = ("mujoco", "warp")
+
+
+def usable_cores() -> int:
+    """Cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 class SimBackend(Protocol):

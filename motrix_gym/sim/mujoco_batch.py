@@ -12,13 +12,13 @@ the cost, and the physics batch never runs a forward pass of its own.
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from motrix_gym.sim.backend import usable_cores
 from motrix_gym.sim.engine import batch as mjbatch
 from motrix_gym.sim.engine import mujoco
 from motrix_gym.sim.lane_params import write_ball, write_robot
@@ -33,14 +33,6 @@ _W = mujoco.mjtWarning
 if not int(_W.mjWARN_BADQPOS) + 2 == int(_W.mjWARN_BADQVEL) + 1 == int(_W.mjWARN_BADQACC):
     raise ImportError("mujoco's mjtWarning no longer lists BADQPOS, BADQVEL, BADQACC consecutively")
 UNSTABLE = slice(int(_W.mjWARN_BADQPOS), int(_W.mjWARN_BADQACC) + 1)
-
-
-def default_nthread() -> int:
-    """Cores this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 class MujocoBatchSim:
@@ -63,7 +55,7 @@ class MujocoBatchSim:
         self.model = model
         self.num_envs = num_envs
         self.device, self.tensors = torch.device("cpu"), False  # arrays: numpy views
-        self.nthread = default_nthread() if nthread is None else nthread
+        self.nthread = usable_cores() if nthread is None else nthread
         if self.nthread < 1:
             raise ValueError(f"nthread must be >= 1, got {nthread}")
         if isinstance(stage, bool) or stage not in (mujoco.mjtStage.mjSTAGE_POS, mujoco.mjtStage.mjSTAGE_VEL):
