@@ -37,7 +37,7 @@ from torch import Tensor
 
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.resolver import resolve
-from motrix_gym.runtime.compile_helpers import Build, Helpers
+from motrix_gym.runtime.compile_helpers import Build, Helpers, RankShare
 from motrix_gym.runtime.cpu_probe import CpuProbe
 from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.graph import import_graph_loader
@@ -180,6 +180,8 @@ class MotrixVectorEnv(VectorEnv):
             if compile_processes > 1 and backend == "mujoco" and not distributed:
                 build = Build(cfg, num_envs, groups, current_kinematics, lane_offset, torch_threads)
                 helpers = functools.partial(Helpers.start, build, compile_processes)
+            elif distributed and store is not None:
+                helpers = functools.partial(RankShare.start, self.ranks, store)
             with torch_threads_ctx(torch_threads):
                 rt.warmup(groups, progress, helpers=helpers)
 

@@ -1,11 +1,13 @@
 """A rank of a distributed run, or one whole process (for tests/test_distributed.py).
 
-    python -m torch.distributed.run --standalone --nproc_per_node=2 tests/distributed_worker.py TASK LANES OUT
-    python tests/distributed_worker.py TASK LANES OUT          # one process, no torch.distributed
+    python -m torch.distributed.run --standalone --nproc_per_node=2 tests/distributed_worker.py TASK LANES OUT [MODE]
+    python tests/distributed_worker.py TASK LANES OUT [MODE]          # one process, no torch.distributed
 
 Steps the task with fixed random actions, indexed by global lane, and saves every step's
-observations, rewards and flags of this process's lanes, and its env.log at the end, to
-OUT/rank<r>.npz (OUT/single.npz without torch.distributed). An error is saved as its message.
+observations, rewards and flags of this process's lanes, its env.log at the end and which
+graphs it loaded, to OUT/rank<r>.npz (OUT/single.npz without torch.distributed). An error is
+saved as its message. MODE: ``eager`` (default), ``compile``, or ``compile-break`` (compiled,
+with a reward term that cannot be compiled: a graph break).
 """
 
 import json
@@ -19,6 +21,7 @@ TOTAL_LANES, STEPS = 8, 70
 
 def main() -> None:
     task, lanes, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    mode = sys.argv[4] if len(sys.argv) > 4 else "eager"
     distributed = "RANK" in os.environ
     name = "single"
     import torch
@@ -29,18 +32,33 @@ def main() -> None:
         dist.init_process_group("gloo")
         name = f"rank{dist.get_rank()}"
     try:
-        record(task, lanes, os.path.join(out, name))
+        record(task, lanes, os.path.join(out, name), mode)
     finally:  # a rank that exits with gloo's group alive can abort in its teardown
         if distributed:
             torch.distributed.destroy_process_group()
 
 
-def record(task: str, lanes: int, out: str) -> None:
+def broken(env):
+    """A reward term that runs eagerly but breaks the graph it is traced into."""
+    import torch
+
+    torch._dynamo.graph_break()
+    return env.episode_step * 0.0
+
+
+def record(task: str, lanes: int, out: str, mode: str) -> None:
+    import dataclasses
+
     import motrix_gym  # noqa: F401
+    from motrix_gym.envs import task_config
+    from motrix_gym.manager.terms import RewardTerm
     from motrix_gym.vector_env import MotrixVectorEnv
 
+    cfg = task_config(task)
+    if mode == "compile-break":
+        cfg = dataclasses.replace(cfg, rewards=(*cfg.rewards, RewardTerm("broken", broken, 1.0)))
     try:
-        env = MotrixVectorEnv(task, lanes, compile=False, distributed="RANK" in os.environ, progress=False)
+        env = MotrixVectorEnv(cfg, lanes, compile=mode != "eager", distributed="RANK" in os.environ, progress=False)
     except (ValueError, RuntimeError) as e:
         with open(f"{out}.error", "w") as f:
             f.write(str(e))
@@ -57,7 +75,8 @@ def record(task: str, lanes: int, out: str) -> None:
         rec["term"].append(term)
         rec["trunc"].append(trunc)
     probs = env.runtime.ctx.commands["motion"].probs.numpy() if "motion" in env.runtime.ctx.commands else np.zeros(1)
-    np.savez(f"{out}.npz", **{k: np.stack(v) for k, v in rec.items()}, probs=probs, log=json.dumps(env.log))
+    np.savez(f"{out}.npz", **{k: np.stack(v) for k, v in rec.items()}, probs=probs, log=json.dumps(env.log),
+             loaded=json.dumps({g.name: g.loaded for g in env.runtime.graphs(env.obs_groups)}))
     env.close()
 
 

@@ -1,8 +1,10 @@
 """Two ranks of 4 lanes over gloo run what one process of 8 lanes runs, bit for bit, across
 episode boundaries, with the statistics the lanes share (the adaptive sampler, the terrain
-curriculum, the log) summed over the ranks; broken setups fail on every rank."""
+curriculum, the log) summed over the ranks; broken setups fail on every rank. In a cold start
+the ranks share out the graphs to compile."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,17 +15,19 @@ import pytest
 WORKER = str(Path(__file__).with_name("distributed_worker.py"))
 
 
-def ranks(task: str, lanes: list[int], out: Path) -> None:
+def ranks(task: str, lanes: list[int], out: Path, mode: str = "eager",
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``len(lanes)`` ranks under torchrun; rank r asks for ``lanes[r]`` lanes."""
     if len(set(lanes)) == 1:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={len(lanes)}",
-               WORKER, task, str(lanes[0]), str(out)]
+               WORKER, task, str(lanes[0]), str(out), mode]
     else:  # a different lane count per rank: the worker reads it from its rank
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={len(lanes)}",
                "--no-python", "sh", "-c", f'exec {sys.executable} {WORKER} {task} $(( {lanes[0]} + RANK * '
-               f'{lanes[1] - lanes[0]} )) {out}']
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+               f'{lanes[1] - lanes[0]} )) {out} {mode}']
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return run
 
 
 @pytest.mark.parametrize("task", ["G1WbtDance", "G1WalkRough", "G1WalkFlat"])
@@ -46,6 +50,34 @@ def test_two_ranks_equal_one_process(task, tmp_path):
         assert rank0[k] == pytest.approx(v, rel=1e-5, abs=1e-6), k
     if task == "G1WalkRough":
         assert "Curriculum/terrain_level" in rank0
+
+
+def test_a_cold_start_shares_the_graphs_over_the_ranks(tmp_path):
+    """Compiled, in an empty cache: rank 0 compiles the step graph, rank 1 the others, each loads
+    the rest from the store, and the two ranks still run what one process runs, bit for bit."""
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    ranks("G1WalkFlat", [4, 4], tmp_path, "compile", env)
+    parts = [np.load(tmp_path / f"rank{r}.npz") for r in (0, 1)]
+    assert json.loads(str(parts[0]["loaded"])) == {"step[policy]": False, "reset": True, "observe[policy]": True}
+    assert json.loads(str(parts[1]["loaded"])) == {"step[policy]": True, "reset": False, "observe[policy]": False}
+    assert len(list((tmp_path / "cache" / "motrix_gym_graphs").glob("*.graph"))) == 3  # each compiled once
+    subprocess.run([sys.executable, WORKER, "G1WalkFlat", "8", str(tmp_path), "compile"], check=True, timeout=600,
+                   env=env)
+    one = np.load(tmp_path / "single.npz")
+    assert all(json.loads(str(one["loaded"])).values())
+    for key in ("obs", "rew", "term", "trunc"):
+        np.testing.assert_array_equal(np.concatenate([p[key] for p in parts], axis=1), one[key], err_msg=key)
+    assert (one["term"] | one["trunc"]).any()
+
+
+def test_a_rank_that_fails_to_compile_its_share_fails_every_rank(tmp_path):
+    """Rank 0's share (the step graph) cannot be compiled: rank 0 fails and says so, and rank 1,
+    instead of waiting for that graph, compiles it itself and meets the same error."""
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    run = ranks("G1WalkFlat", [4, 4], tmp_path, "compile-break", env)
+    errors = [(tmp_path / f"rank{r}.error").read_text() for r in (0, 1)]
+    assert all("graph_break" in e for e in errors), errors
+    assert "rank(s) [0] failed to compile graphs ['step[policy]']; they are compiled here" in run.stderr
 
 
 def test_mismatched_lane_counts_fail_on_every_rank(tmp_path):

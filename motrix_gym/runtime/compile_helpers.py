@@ -11,12 +11,17 @@ helper that fails costs the env the time to compile its graphs itself, with a wa
 
 A helper starts with the env's ``sys.path``, so it imports motrix_gym and the task's term
 functions from where the env did.
+
+The ranks of a distributed run build the same graphs, so they share them out the same way
+(``RankShare``) instead of starting helpers, when they share one graph store.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import pickletools
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +30,8 @@ from dataclasses import dataclass
 from typing import IO
 
 from motrix_gym.manager.config import TaskConfig
+from motrix_gym.runtime.distributed import Ranks
+from motrix_gym.runtime.graph_store import GraphStore
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,67 @@ class Helpers:
                 proc.wait()
             err.close()
         self._procs = []
+
+    @property
+    def label(self) -> str:
+        return f"{len(self.shares)} helper process(es)"
+
+
+class RankShare:
+    """The graphs ``names`` that must be compiled, shared over the ranks of a distributed run
+    as over helpers (``share``): rank 0 compiles the first, rank r > 0 ``share(...)[r - 1]``,
+    and each rank loads the others' graphs from the store they share.
+
+    ``start``, then ``wait`` or ``close``, are collectives: every rank calls them, whatever it has
+    to compile, so a rank that failed tells the others, which then compile its graphs themselves
+    (and meet the same error) instead of waiting for them.
+    """
+
+    @classmethod
+    def start(cls, ranks: Ranks, store: GraphStore, names: list[str]) -> RankShare | None:
+        """This rank's part, or None on every rank where there is nothing to share: one rank, no
+        graph to compile, ranks that differ in what they must compile (another program or
+        device: another ``store.key``), or ranks that do not see the same store folder (other
+        machines: each compiles every graph it needs)."""
+        try:
+            store.folder.mkdir(parents=True, exist_ok=True)
+            st = os.stat(store.folder)
+            place: tuple | None = (socket.gethostname(), str(store.folder.resolve()), st.st_dev, st.st_ino)
+        except OSError:
+            place = None
+        every = ranks.gather((store.key, names, place))
+        if ranks.world == 1 or not names or place is None or any(e != every[0] for e in every):
+            return None
+        return cls(ranks, [names[:1], *share(names, ranks.world)])
+
+    def __init__(self, ranks: Ranks, shares: list[list[str]]) -> None:
+        self.ranks, self.shares = ranks, shares
+        self.mine = shares[ranks.rank] if ranks.rank < len(shares) else []
+        self.names = [n for r, s in enumerate(shares) if r != ranks.rank for n in s]
+        self._done = False
+
+    @property
+    def label(self) -> str:
+        return "rank(s) " + ", ".join(str(r) for r, s in enumerate(self.shares) if s and r != self.ranks.rank)
+
+    def _gather(self, ok: bool) -> list[str]:
+        self._done = True
+        failed = [r for r, good in enumerate(self.ranks.gather(ok)) if not good and r != self.ranks.rank]
+        names = [n for r in failed if r < len(self.shares) for n in self.shares[r]]
+        if names:
+            warnings.warn(f"rank(s) {failed} failed to compile graphs {names}; they are compiled here",
+                          RuntimeWarning, stacklevel=3)
+        return names
+
+    def wait(self) -> list[str]:
+        """After this rank compiled its share: wait for the others; the graphs whose rank
+        failed (with a warning)."""
+        return [] if self._done else self._gather(True)
+
+    def close(self) -> None:
+        """Leave without waiting (this rank failed): the others compile its share."""
+        if not self._done:
+            self._gather(False)
 
 
 # A helper's first lines: the env's import path, then ``main``.

@@ -65,3 +65,13 @@ class Ranks:
 
             dist.all_reduce(t, op=dist.ReduceOp.SUM)
         return t
+
+    def gather(self, obj: object) -> list[object]:
+        """Every rank's ``obj`` (picklable), in rank order (``[obj]`` for one rank)."""
+        if not self.distributed:
+            return [obj]
+        import torch.distributed as dist
+
+        every: list[object] = [None] * self.world
+        dist.all_gather_object(every, obj)
+        return every

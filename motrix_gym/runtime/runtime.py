@@ -34,7 +34,7 @@ from torch import Tensor
 
 from motrix_gym.manager.resolver import ResolvedProgram, ResolvedTerm, TaskConfigError, on_device
 from motrix_gym.math.heightfield import HeightField
-from motrix_gym.runtime.compile_helpers import Helpers
+from motrix_gym.runtime.compile_helpers import Helpers, RankShare
 from motrix_gym.runtime.context import Context
 from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.graph import Graph
@@ -302,10 +302,10 @@ class TorchManagerRuntime:
         return out + ([self._stats_graph] if self._stats_graph is not None else [])
 
     def warmup(self, groups: tuple[str, ...], progress: bool = True, *, only: list[str] | None = None,
-               helpers: Callable[[list[str]], Helpers | None] | None = None) -> None:
+               helpers: Callable[[list[str]], Helpers | RankShare | None] | None = None) -> None:
         """Compile or load every graph now, or the graphs named ``only`` (each runs once; the
         state is left for the first reset to overwrite). ``helpers(names)``, given the graphs
-        that nothing is stored for, may start helper processes that compile some of them
+        that nothing is stored for, may share them with helper processes or the other ranks
         (``compile_helpers``); this one compiles the rest, then loads theirs."""
         from tqdm import tqdm
 
@@ -321,7 +321,7 @@ class TorchManagerRuntime:
         jobs = [j for j in jobs if only is None or j[1].name in only]
         todo = [fn.name for _, fn, _ in jobs if fn.store is not None and not fn.store.has(fn.name)]
         try:
-            away = helpers(todo) if helpers is not None and todo else None
+            away = helpers(todo) if helpers is not None else None  # a collective for ranks: always
         except OSError as e:  # no process could be started: every graph is compiled here
             warnings.warn(f"no compile helper process started ({e!r}); compiling every graph here",
                           RuntimeWarning, stacklevel=2)
@@ -332,8 +332,7 @@ class TorchManagerRuntime:
         try:
             for name, fn, args in bar:
                 if away is not None and fn.name in elsewhere:
-                    bar.set_postfix_str(f"waiting for {len(away.shares)} helper process(es) compiling "
-                                        f"{', '.join(sorted(elsewhere))}")
+                    bar.set_postfix_str(f"waiting for {away.label} compiling {', '.join(sorted(elsewhere))}")
                     away.wait()
                     away = None
                 if fn.store is not None and fn.store.has_launches([fn.name]):
@@ -343,9 +342,12 @@ class TorchManagerRuntime:
                 else:
                     doing = "tracing and compiling, tens of seconds; stored for later starts at any lane count"
                     if away is not None:
-                        doing += f"; {len(elsewhere)} more graph(s) in {len(away.shares)} helper process(es)"
+                        doing += f"; {len(elsewhere)} more graph(s) in {away.label}"
                 bar.set_postfix_str(f"{name}: {doing}")
                 fn(*args)
+            if away is not None:  # nothing of theirs to load, but ranks wait for each other
+                away.wait()
+                away = None
         finally:
             if away is not None:
                 away.close()
