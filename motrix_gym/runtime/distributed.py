@@ -6,7 +6,8 @@ and the aggregates of ``env.log``; those are summed over the ranks with ``all_re
 point where one process would combine them. The sampler's counts are integers, exact in any
 order, so R ranks of n lanes run what one process of R * n lanes runs, bit for bit; the log's
 means are float sums, equal up to rounding. Only torch.distributed's collectives carry anything
-between processes.
+between processes, besides the compiled graphs ranks on one machine share through their graph
+store (``compile_helpers.RankShare``).
 """
 
 from __future__ import annotations
