@@ -35,7 +35,8 @@ def main() -> None:
     if args.distributed:
         import torch.distributed as dist
 
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        # The env's own collectives use CPU tensors: gloo on the CPU, NCCL for CUDA tensors.
+        dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
     try:
         run(args)
     finally:  # a rank that exits with the group alive can abort in gloo's teardown

@@ -96,6 +96,21 @@ def test_distributed_without_a_process_group_is_refused():
         MotrixVectorEnv("G1WalkFlat", 4, compile=False, distributed=True, autoreset_mode="NextStep")
 
 
+def test_a_process_group_without_a_cpu_backend_is_refused(tmp_path):
+    """Ranks exchange CPU tensors; a group with a backend for CUDA alone (``init_process_group("nccl")``)
+    is refused with a clear error before any collective, not with torch's error in one."""
+    import torch.distributed as dist
+
+    from motrix_gym.vector_env import MotrixVectorEnv
+
+    dist.init_process_group("cuda:gloo", init_method=f"file://{tmp_path / 'group'}", rank=0, world_size=1)
+    try:
+        with pytest.raises(RuntimeError, match=r"no backend for the CPU \('cuda:gloo'\).*'cpu:gloo,cuda:nccl'"):
+            MotrixVectorEnv("G1WalkFlat", 4, compile=False, distributed=True)
+    finally:
+        dist.destroy_process_group()
+
+
 def test_distributed_training_example_runs_and_rank0_sees_every_episode(tmp_path):
     """The README's command with a small budget: both ranks train, rank 0's figures count the
     episodes of every rank."""

@@ -28,13 +28,20 @@ class Ranks:
 
     @classmethod
     def default_group(cls) -> Ranks:
-        """This process's place in torch.distributed's default process group, which must exist."""
+        """This process's place in torch.distributed's default process group, which must exist
+        and have a backend for CPU tensors (the env's own collectives use them)."""
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
             raise RuntimeError("distributed=True needs torch.distributed's default process group: call "
-                               "torch.distributed.init_process_group(backend) first ('gloo' on CPUs, 'nccl' on "
-                               "GPUs; torchrun sets the environment it reads)")
+                               "torch.distributed.init_process_group(backend) first ('gloo' on CPUs, "
+                               "'cpu:gloo,cuda:nccl' where ranks also use GPUs; torchrun sets the environment it "
+                               "reads)")
+        config = dist.get_backend_config()
+        if "cpu:" not in config:
+            raise RuntimeError(f"distributed=True exchanges lane counts and start-up facts as CPU tensors, but the "
+                               f"default process group has no backend for the CPU ({config!r}): initialise it with "
+                               "'gloo', or with 'cpu:gloo,cuda:nccl' where ranks also use GPUs")
         return cls(dist.get_rank(), dist.get_world_size())
 
     @classmethod
