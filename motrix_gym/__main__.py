@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 
+from motrix_gym.arguments import SEED, amount, count
 from motrix_gym.sim.backend import BACKENDS
 
 
@@ -152,7 +153,8 @@ def _user_errors() -> tuple[type[Exception], ...]:
     modules loaded so far (each is imported only by the commands that need it)."""
     found = []
     for module, name in (("motrix_gym.sim.render", "RenderingUnavailable"),
-                         ("motrix_gym.learn.checkpoint", "CheckpointError")):
+                         ("motrix_gym.learn.checkpoint", "CheckpointError"),
+                         ("gymnasium.error", "Error")):  # an unknown task id or version
         if module in sys.modules:
             found.append(getattr(sys.modules[module], name))
     return tuple(found)
@@ -164,10 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list", help="registered task ids").set_defaults(func=cmd_list)
     run = sub.add_parser("run", help="step a task with random actions")
     run.add_argument("env_id")
-    run.add_argument("--num-envs", type=int, default=64)
-    run.add_argument("--steps", type=int, default=200)
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--action-std", type=float, default=0.5)
+    run.add_argument("--num-envs", type=count(1), default=64)
+    run.add_argument("--steps", type=count(1), default=200)
+    run.add_argument("--seed", type=SEED, default=0)
+    run.add_argument("--action-std", type=amount(positive=False), default=0.5)
     run.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
                      help="torch.compile the runtime (default) or run it eagerly")
     run.add_argument("--backend", choices=BACKENDS, default=None,
@@ -178,22 +180,22 @@ def main(argv: list[str] | None = None) -> int:
     render = sub.add_parser("render", help="write a GIF of a rollout")
     render.add_argument("env_id")
     render.add_argument("--out", required=True, help="output .gif")
-    render.add_argument("--steps", type=int, default=100)
-    render.add_argument("--every", type=int, default=2, help="keep every n-th frame")
-    render.add_argument("--lanes", type=int, default=1, help="tile the first k lanes")
-    render.add_argument("--seed", type=int, default=0)
-    render.add_argument("--action-std", type=float, default=0.0, help="0: hold the default pose")
+    render.add_argument("--steps", type=count(1), default=100)
+    render.add_argument("--every", type=count(1), default=2, help="keep every n-th frame")
+    render.add_argument("--lanes", type=count(1), default=1, help="tile the first k lanes")
+    render.add_argument("--seed", type=SEED, default=0)
+    render.add_argument("--action-std", type=amount(positive=False), default=0.0, help="0: hold the default pose")
     render.set_defaults(func=cmd_render)
     tr = sub.add_parser("train", help="train a policy with rsl_rl's PPO (the task family's defaults)")
     tr.add_argument("env_id")
-    tr.add_argument("--num-envs", type=int, default=None, help="default: the task family's")
+    tr.add_argument("--num-envs", type=count(1), default=None, help="default: the task family's")
     budget = tr.add_mutually_exclusive_group()
-    budget.add_argument("--minutes", type=float, default=None, help="wall-clock budget (default 20)")
-    budget.add_argument("--iterations", type=int, default=None, help="PPO iterations")
-    tr.add_argument("--seed", type=int, default=0)
+    budget.add_argument("--minutes", type=amount(positive=True), default=None, help="wall-clock budget (default 20)")
+    budget.add_argument("--iterations", type=count(1), default=None, help="PPO iterations")
+    tr.add_argument("--seed", type=SEED, default=0)
     tr.add_argument("--log-dir", default="logs")
     tr.add_argument("--resume", default=None, metavar="CHECKPOINT", help="continue from a model_<it>.pt")
-    tr.add_argument("--eval-lanes", type=int, default=64,
+    tr.add_argument("--eval-lanes", type=count(0), default=64,
                     help="lanes of the final comparison with random and zero actions (0: none)")
     tr.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     tr.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N (simulation, runtime and policy on the GPU)")
@@ -202,13 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("env_id")
     pl.add_argument("--checkpoint", required=True)
     pl.add_argument("--out", default=None, help="video.gif or video.mp4")
-    pl.add_argument("--lanes", type=int, default=1, help="lanes run and tiled in the video")
-    pl.add_argument("--steps", type=int, default=None, help="default: one episode, at most 10 s")
-    pl.add_argument("--every", type=int, default=2, help="keep every n-th frame")
-    pl.add_argument("--width", type=int, default=480, help="pixels of one lane's frame")
-    pl.add_argument("--height", type=int, default=360)
+    pl.add_argument("--lanes", type=count(1), default=1, help="lanes run and tiled in the video")
+    pl.add_argument("--steps", type=count(1), default=None, help="default: one episode, at most 10 s")
+    pl.add_argument("--every", type=count(1), default=2, help="keep every n-th frame")
+    pl.add_argument("--width", type=count(1, 8192), default=480, help="pixels of one lane's frame")
+    pl.add_argument("--height", type=count(1, 8192), default=360)
     pl.add_argument("--export", choices=("onnx",), default=None, help="write policy.onnx beside the checkpoint")
-    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument("--seed", type=SEED, default=0)
     pl.set_defaults(func=cmd_play)
     bench = sub.add_parser("bench", help="env-steps/s vs raw physics, runtime cost, memory per lane")
     from motrix_gym.bench import add_arguments

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from motrix_gym.arguments import count
 from motrix_gym.sim.backend import BACKENDS
 
 
@@ -49,10 +50,10 @@ def rss_mb() -> float:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("env_id", nargs="?", help="task id, e.g. Motrix/G1WalkFlat-v0")
     p.add_argument("--all", action="store_true", help="every registered task")
-    p.add_argument("--num-envs", type=int, nargs="+", default=[256])
-    p.add_argument("--steps", type=int, default=20, help="env steps per timed repeat")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--nthread", type=int, default=None)
+    p.add_argument("--num-envs", type=count(1), nargs="+", default=[256])
+    p.add_argument("--steps", type=count(1), default=20, help="env steps per timed repeat")
+    p.add_argument("--repeats", type=count(1), default=5)
+    p.add_argument("--nthread", type=count(1), default=None)
     p.add_argument("--backend", choices=BACKENDS, default=None,
                    help="simulation backend (default: warp on a CUDA device, else mujoco)")
     p.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N (backend warp)")
@@ -62,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, help="also write the results to this file")
     p.add_argument("--startup", action="store_true",
                    help="also time make -> first compiled step in fresh processes, cold and warm cache")
-    p.add_argument("--startup-repeats", type=int, default=1,
+    p.add_argument("--startup-repeats", type=count(1), default=1,
                    help="rounds of warm starts with --startup (medians reported)")
 
 

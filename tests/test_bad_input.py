@@ -135,3 +135,37 @@ def test_finite_actions_beyond_float32_are_clipped_not_refused(huge):
     np.testing.assert_array_equal(ra[0], rb[0])
     a.close()
     b.close()
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["run", "G1WalkFlat", "--num-envs", "0"], "--num-envs: must be >= 1, got 0"),
+    (["run", "G1WalkFlat", "--num-envs", "2.5"], "--num-envs: expected an integer, got '2.5'"),
+    (["run", "G1WalkFlat", "--steps", "0"], "--steps: must be >= 1"),
+    (["run", "G1WalkFlat", "--seed", "-1"], "--seed: must be in [0, 18446744073709551615]"),
+    (["run", "G1WalkFlat", "--action-std", "-0.5"], "--action-std: must be a finite number >= 0"),
+    (["run", "G1WalkFlat", "--action-std", "nan"], "--action-std: must be a finite number >= 0"),
+    (["render", "G1WalkFlat", "--out", "OUT", "--every", "0"], "--every: must be >= 1"),
+    (["train", "G1WalkFlat", "--minutes", "0"], "--minutes: must be a finite number > 0"),
+    (["train", "G1WalkFlat", "--minutes", "inf"], "--minutes: must be a finite number > 0"),
+    (["train", "G1WalkFlat", "--eval-lanes", "-1"], "--eval-lanes: must be >= 0"),
+    (["play", "G1WalkFlat", "--checkpoint", "c.pt", "--width", "9000"], "--width: must be in [1, 8192]"),
+    (["bench", "G1WalkFlat", "--repeats", "0"], "--repeats: must be >= 1"),
+    (["bench", "G1WalkFlat", "--num-envs", "8", "-3"], "--num-envs: must be >= 1, got -3"),
+])
+def test_bad_command_line_numbers_are_argparse_errors(argv, option, tmp_path, capsys):
+    """Named in one line, before anything runs or is written (argparse exits with 2)."""
+    from motrix_gym.__main__ import main
+
+    argv = [str(tmp_path / "out.gif") if a == "OUT" else a for a in argv]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert f"error: argument {option}" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_unknown_task_id_is_a_one_line_error(capsys):
+    from motrix_gym.__main__ import main
+
+    assert main(["run", "Nope", "--no-compile"]) == 2
+    assert capsys.readouterr().err.strip() == "error: Environment `Nope` doesn't exist in namespace Motrix."

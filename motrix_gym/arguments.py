@@ -1,0 +1,45 @@
+"""Argument types of the command line that check a number's range, so that a bad value is
+argparse's one-line error naming the option, before anything runs.
+
+    p.add_argument("--steps", type=count(1), default=200)
+    p.add_argument("--minutes", type=amount(positive=True))
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def count(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """An int in ``[lo, hi]`` (no upper bound when ``hi`` is None)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < lo or (hi is not None and value > hi):
+            within = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+            raise argparse.ArgumentTypeError(f"must be {within}, got {value}")
+        return value
+
+    return parse
+
+
+SEED = count(0, 2**64 - 1)  # every lane's stream is seeded from one such int
+
+
+def amount(positive: bool) -> Callable[[str], float]:
+    """A finite float, > 0 (``positive``) or >= 0."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise argparse.ArgumentTypeError(f"must be a finite number {'> 0' if positive else '>= 0'}, "
+                                             f"got {text}")
+        return value
+
+    return parse
