@@ -91,6 +91,17 @@ def test_bad_make_kwargs():
     for bad in (0, 2.0, True, "2"):
         with pytest.raises(ValueError, match="compile_processes must be an int >= 1"):
             make(2, compile_processes=bad)
+    with pytest.raises(ValueError, match="a group is named twice"):
+        make(2, obs_groups=("policy", "policy"))
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="nthread must be None or an int >= 1"):
+            make(2, nthread=bad)
+    for bad in (True, 1.0, -1):
+        with pytest.raises(ValueError, match="lane_offset must be an int >= 0"):
+            make(2, lane_offset=bad)
+    for bad in (True, [0, True], 2, []):
+        with pytest.raises(ValueError, match="render_lane must be a lane"):
+            make(2, render_lane=bad)
     with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
         make(2, colour="red")
     with pytest.raises(TypeError, match="unexpected keyword argument 'frame_skip'"):  # Gymnasium MuJoCo's
@@ -99,7 +110,7 @@ def test_bad_make_kwargs():
 
 def test_bad_seed():
     env = make(2)
-    for bad in (-1, 1.5, [1, 2], "7"):
+    for bad in (-1, 1.5, [1, 2], "7", True):
         with pytest.raises(ValueError, match="seed"):
             env.reset(seed=bad)
     env.close()
