@@ -111,3 +111,25 @@ def test_cli_train_then_play_writes_a_gif(tmp_path):
     run = subprocess.run([*cli, "play", "Motrix/G1WalkFlat-v0", "--checkpoint", str(ckpt), "--out", str(gif),
                           "--steps", "6", "--lanes", "2"], capture_output=True, text=True)
     assert run.returncode == 0 and gif.stat().st_size > 1000, run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"seed": -1}, "seed must be an int"), ({"seed": True}, "seed must be an int"),
+    ({"eval_lanes": -1}, "eval_lanes must be an int >= 0"), ({"eval_lanes": True}, "eval_lanes must be an int >= 0"),
+    ({"iterations": True}, "iterations must be an int >= 1"), ({"iterations": 0}, "iterations must be an int >= 1"),
+    ({"iterations": None, "minutes": float("nan")}, "minutes must be > 0"),
+])
+def test_bad_train_arguments_are_refused_before_anything_is_written(bad, message, tmp_path):
+    kwargs = {"iterations": 1, "compile": False, "progress": False, "eval_lanes": 0, "log_dir": tmp_path, **bad}
+    with pytest.raises(ValueError, match=message):
+        train("Motrix/G1WalkFlat-v0", **kwargs)
+    assert not list(tmp_path.iterdir())
+
+
+def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
+    from motrix_gym.learn import train as train_module
+
+    monkeypatch.setattr(train_module.time, "strftime", lambda fmt: "2026-01-01_00-00-00")
+    made = [train_module._new_run_dir(tmp_path / "G1WalkFlat") for _ in range(3)]
+    assert [p.name for p in made] == ["2026-01-01_00-00-00", "2026-01-01_00-00-00_1", "2026-01-01_00-00-00_2"]
+    assert all(p.is_dir() for p in made)

@@ -103,8 +103,13 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         raise ValueError("give exactly one of minutes and iterations")
     if minutes is not None and not (isinstance(minutes, int | float) and minutes > 0):
         raise ValueError(f"minutes must be > 0, got {minutes!r}")
-    if iterations is not None and not (isinstance(iterations, int) and iterations >= 1):
+    if iterations is not None and not (isinstance(iterations, int) and not isinstance(iterations, bool)
+                                       and iterations >= 1):
         raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
+    if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**64):
+        raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
+    if not (isinstance(eval_lanes, int) and not isinstance(eval_lanes, bool) and eval_lanes >= 0):
+        raise ValueError(f"eval_lanes must be an int >= 0 (0: no final comparison), got {eval_lanes!r}")
     ranks = Ranks.default_group() if distributed else Ranks()
     rank, world = ranks.rank, ranks.world
     lead = rank == 0
@@ -123,8 +128,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     torch.manual_seed(seed + rank)
     run_dir = None
     if lead:
-        run_dir = Path(log_dir) / env_id.split("/")[-1].removesuffix("-v0") / time.strftime("%Y-%m-%d_%H-%M-%S")
-        run_dir.mkdir(parents=True, exist_ok=False)
+        run_dir = _new_run_dir(Path(log_dir) / env_id.split("/")[-1].removesuffix("-v0"))
         (run_dir / "config.json").write_text(json.dumps({
             "env_id": env_id, "seed": seed, "ranks": world, "ppo": cfg.as_dict(),
             "resumed_from": str(resume) if resume else None}, indent=1))
@@ -232,6 +236,19 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                                    device=device)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return TrainResult(run_dir, last, done, done * steps_per_it, seconds, summary, mine)
+
+
+def _new_run_dir(parent: Path) -> Path:
+    """A new folder in ``parent`` named by the time, with a suffix where a run that started in the
+    same second has that name."""
+    stamp, k = time.strftime("%Y-%m-%d_%H-%M-%S"), 0
+    while True:
+        run_dir = parent / (stamp if k == 0 else f"{stamp}_{k}")
+        try:
+            run_dir.mkdir(parents=True, exist_ok=False)
+            return run_dir
+        except FileExistsError:
+            k += 1
 
 
 def _go_on(distributed: bool, here: bool) -> bool:
