@@ -133,3 +133,13 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
     made = [train_module._new_run_dir(tmp_path / "G1WalkFlat") for _ in range(3)]
     assert [p.name for p in made] == ["2026-01-01_00-00-00", "2026-01-01_00-00-00_1", "2026-01-01_00-00-00_2"]
     assert all(p.is_dir() for p in made)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"lanes": True}, "lanes must be an int >= 1"), ({"lanes": 0}, "lanes must be an int >= 1"),
+    ({"every": 0}, "every must be an int >= 1"), ({"steps": 0}, "steps must be None"),
+    ({"steps": -5}, "steps must be None"), ({"export": "tflite"}, "export must be None or 'onnx'"),
+])
+def test_bad_play_arguments_are_refused_before_the_checkpoint_is_read(bad, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        play("Motrix/G1WalkFlat-v0", tmp_path / "missing.pt", **bad)

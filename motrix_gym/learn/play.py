@@ -47,15 +47,21 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
 
+    def count(x: object) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+    if export not in (None, "onnx"):
+        raise ValueError(f"export must be None or 'onnx', got {export!r}")
+    for name, value in (("lanes", lanes), ("every", every)):
+        if not count(value):
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if steps is not None and not count(steps):
+        raise ValueError(f"steps must be None (one episode, at most 10 s) or an int >= 1, got {steps!r}")
+    if out is not None:
+        out = check_video_out(out)
     meta = checkpoint.load(checkpoint_path)["infos"]
     if meta["env_id"] != env_id:
         raise ValueError(f"checkpoint {str(checkpoint_path)!r} was trained on {meta['env_id']}, not {env_id}")
-    if out is not None:
-        out = check_video_out(out)
-    if export not in (None, "onnx"):
-        raise ValueError(f"export must be None or 'onnx', got {export!r}")
-    if not isinstance(lanes, int) or lanes < 1:
-        raise ValueError(f"lanes must be an int >= 1, got {lanes!r}")
     render = {} if out is None else {"render_mode": "rgb_array", "render_lane": range(lanes) if lanes > 1 else 0,
                                      "width": width, "height": height}
     env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render)
@@ -63,7 +69,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     try:
         policy, runner = load_policy(checkpoint_path, env)
         rt = base.runtime
-        steps = steps or min(base.task.max_episode_steps, round(10.0 / base.task.step_dt))
+        if steps is None:
+            steps = min(base.task.max_episode_steps, round(10.0 / base.task.step_dt))
         rewards = torch.zeros(len(rt.reward_names), dtype=torch.float64)
         metrics: dict[str, list[float]] = {}  # name -> [sum, count] over live lanes and steps
         frames, ended = [], 0
