@@ -161,7 +161,6 @@ class RankShare:
 
     def __init__(self, ranks: Ranks, shares: list[list[str]]) -> None:
         self.ranks, self.shares = ranks, shares
-        self.mine = shares[ranks.rank] if ranks.rank < len(shares) else []
         self.names = [n for r, s in enumerate(shares) if r != ranks.rank for n in s]
         self._done = False
 
