@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from conftest import random_actions
 from motrix_gym.envs import task_config
 from motrix_gym.manager.terms import RewardTerm
-from motrix_gym.runtime.compile_helpers import Build, Helpers, share
+from motrix_gym.runtime.compile_helpers import Build, Helpers, RankShare, share
 
 
 @given(st.integers(0, 8), st.integers(1, 6))
@@ -27,6 +27,32 @@ def test_every_graph_is_compiled_once_and_the_first_here(n, processes):
     assert len(shares) <= max(0, processes - 1) and all(shares)
     assert len(set(shared)) == len(shared) and set(shared) <= set(names[1:])
     assert len(shares) == min(processes - 1, max(0, n - 1))  # as many helpers as there is work for
+
+
+ENTRY = st.tuples(st.sampled_from(["key1", "key2"]),
+                  st.sampled_from([[], ["step"], ["step", "reset", "observe"], ["reset", "observe"]]),
+                  st.sampled_from([("host1", "/c", 1, 2), ("host2", "/c", 1, 2), None]))
+
+
+@given(st.lists(ENTRY, min_size=1, max_size=9))
+def test_ranks_share_within_groups_that_see_one_store(every):
+    """Ranks with the same store key, graphs and store folder share those graphs: each is
+    compiled by exactly one of them, the lowest compiles the first, and every member plans the
+    same; ranks outside any group compile alone; no sharing anywhere is None on every rank."""
+    plans = [RankShare.plan(every, r) for r in range(len(every))]
+    assert len({p is None for p in plans}) == 1
+    if plans[0] is None:
+        assert not any(e[1] and e[2] is not None and every.count(e) > 1 for e in every)
+        return
+    for r, (members, shares) in enumerate(plans):
+        assert r in members and len(shares) == len(members)
+        if members == [r]:
+            assert shares == [[]]
+            continue
+        assert members == [m for m, e in enumerate(every) if e == every[r]] and len(members) > 1
+        assert all(plans[m] == (members, shares) for m in members)
+        compiled = [n for part in shares for n in part]
+        assert sorted(compiled) == sorted(every[r][1]) and shares[0] == every[r][1][:1]
 
 
 RUN = """

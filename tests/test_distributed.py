@@ -70,6 +70,29 @@ def test_a_cold_start_shares_the_graphs_over_the_ranks(tmp_path):
     assert (one["term"] | one["trunc"]).any()
 
 
+@pytest.mark.slow
+def test_a_rank_with_a_store_of_its_own_compiles_alone_while_the_others_share(tmp_path):
+    """Three ranks; rank 2 has another cache folder (as on another machine): ranks 0 and 1 share
+    their graphs, rank 2 compiles all of its own, all three end the sharing together, and the
+    run equals one process of the same lanes."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=3", "--no-python",
+           "sh", "-c", f'TORCHINDUCTOR_CACHE_DIR={tmp_path}/cache$(( RANK / 2 )) exec {sys.executable} {WORKER} '
+           f'G1WalkFlat 2 {tmp_path} compile']
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    parts = [np.load(tmp_path / f"rank{r}.npz") for r in (0, 1, 2)]
+    loaded = [json.loads(str(p["loaded"])) for p in parts]
+    assert loaded[0] == {"step[policy]": False, "reset": True, "observe[policy]": True}
+    assert loaded[1] == {"step[policy]": True, "reset": False, "observe[policy]": False}
+    assert not any(loaded[2].values())
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache0")}
+    subprocess.run([sys.executable, WORKER, "G1WalkFlat", "6", str(tmp_path), "compile"], check=True, timeout=600,
+                   env=env)
+    one = np.load(tmp_path / "single.npz")
+    for key in ("obs", "rew", "term", "trunc"):
+        np.testing.assert_array_equal(np.concatenate([p[key] for p in parts], axis=1), one[key], err_msg=key)
+
+
 def test_a_rank_that_fails_to_compile_its_share_fails_every_rank(tmp_path):
     """Rank 0's share (the step graph) cannot be compiled: rank 0 fails and says so, and rank 1,
     instead of waiting for that graph, compiles it itself and meets the same error."""

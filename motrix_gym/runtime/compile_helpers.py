@@ -12,8 +12,8 @@ helper that fails costs the env the time to compile its graphs itself, with a wa
 A helper starts with the env's ``sys.path``, so it imports motrix_gym and the task's term
 functions from where the env did.
 
-The ranks of a distributed run build the same graphs, so they share them out the same way
-(``RankShare``) instead of starting helpers, when they share one graph store.
+The ranks of a distributed run build the same graphs, so the ranks that see one graph store
+(one machine) share them out the same way (``RankShare``) instead of starting helpers.
 """
 
 from __future__ import annotations
@@ -133,9 +133,10 @@ class Helpers:
 
 
 class RankShare:
-    """The graphs ``names`` that must be compiled, shared over the ranks of a distributed run
-    as over helpers (``share``): rank 0 compiles the first, rank r > 0 ``share(...)[r - 1]``,
-    and each rank loads the others' graphs from the store they share.
+    """The graphs that must be compiled, shared over the ranks of a distributed run that see one
+    graph store (one machine) as over helpers (``share``): the lowest of those ranks compiles
+    the first graph, the others go round the rest, and each loads the others' graphs from the
+    store. Ranks on other machines form groups of their own.
 
     ``start``, then ``wait`` or ``close``, are collectives: every rank calls them, whatever it has
     to compile, so a rank that failed tells the others, which then compile its graphs themselves
@@ -144,34 +145,48 @@ class RankShare:
 
     @classmethod
     def start(cls, ranks: Ranks, store: GraphStore, names: list[str]) -> RankShare | None:
-        """This rank's part, or None on every rank where there is nothing to share: one rank, no
-        graph to compile, ranks that differ in what they must compile (another program or
-        device: another ``store.key``), or ranks that do not see the same store folder (other
-        machines: each compiles every graph it needs)."""
+        """This rank's part after one collective, or None on every rank where no two ranks share
+        anything (each compiles every graph it needs)."""
         try:
             store.folder.mkdir(parents=True, exist_ok=True)
             st = os.stat(store.folder)
             place: tuple | None = (socket.gethostname(), str(store.folder.resolve()), st.st_dev, st.st_ino)
         except OSError:
             place = None
-        every = ranks.gather((store.key, names, place))
-        if ranks.world == 1 or not names or place is None or any(e != every[0] for e in every):
-            return None
-        return cls(ranks, [names[:1], *share(names, ranks.world)])
+        planned = cls.plan(ranks.gather((store.key, names, place)), ranks.rank)
+        return None if planned is None else cls(ranks, *planned)
 
-    def __init__(self, ranks: Ranks, shares: list[list[str]]) -> None:
-        self.ranks, self.shares = ranks, shares
-        self.names = [n for r, s in enumerate(shares) if r != ranks.rank for n in s]
+    @staticmethod
+    def plan(every: list[tuple[str, list[str], tuple | None]], rank: int) -> tuple[list[int], list[list[str]]] | None:
+        """From every rank's ``(store key, graphs to compile, store folder's place)``: the ranks
+        that share with ``rank`` (itself included; those with the same three, a place known and
+        graphs to compile) and each one's share, in that order; None when no rank shares."""
+        def sharing(entry: tuple) -> bool:
+            return bool(entry[1]) and entry[2] is not None and every.count(entry) > 1
+
+        if not any(sharing(e) for e in every):
+            return None
+        if not sharing(every[rank]):
+            return [rank], [[]]
+        members = [r for r, e in enumerate(every) if e == every[rank]]
+        names = every[rank][1]
+        shares = [names[:1], *share(names, len(members))]
+        return members, shares + [[] for _ in range(len(members) - len(shares))]
+
+    def __init__(self, ranks: Ranks, members: list[int], shares: list[list[str]]) -> None:
+        self.ranks, self.members, self.shares = ranks, members, shares
+        self.names = [n for r, s in zip(members, shares) if r != ranks.rank for n in s]
         self._done = False
 
     @property
     def label(self) -> str:
-        return "rank(s) " + ", ".join(str(r) for r, s in enumerate(self.shares) if s and r != self.ranks.rank)
+        return "rank(s) " + ", ".join(str(r) for r, s in zip(self.members, self.shares) if s and r != self.ranks.rank)
 
     def _gather(self, ok: bool) -> list[str]:
         self._done = True
-        failed = [r for r, good in enumerate(self.ranks.gather(ok)) if not good and r != self.ranks.rank]
-        names = [n for r in failed if r < len(self.shares) for n in self.shares[r]]
+        every = self.ranks.gather(ok)
+        failed = [r for r in self.members if not every[r] and r != self.ranks.rank]
+        names = [n for r, s in zip(self.members, self.shares) if r in failed for n in s]
         if names:
             warnings.warn(f"rank(s) {failed} failed to compile graphs {names}; they are compiled here",
                           RuntimeWarning, stacklevel=3)
