@@ -40,7 +40,7 @@ from motrix_gym.manager.resolver import resolve
 from motrix_gym.runtime.compile_helpers import Build, Helpers, RankShare
 from motrix_gym.runtime.cpu_probe import CpuProbe
 from motrix_gym.runtime.distributed import Ranks
-from motrix_gym.runtime.graph import import_graph_loader
+from motrix_gym.runtime.graph import import_graph_loader, inductor_options
 from motrix_gym.runtime.graph_store import GraphStore
 from motrix_gym.runtime.runtime import TorchManagerRuntime
 from motrix_gym.runtime.runtime import torch_threads as torch_threads_ctx
@@ -535,6 +535,6 @@ def build_runtime(cfg: TaskConfig, num_envs: int, *, compile: bool, backend: str
     sensing = build_sensing_model(cfg.scene, cfg.sim_dt, program.sensors) if current_kinematics else None
     sim = make_sim(backend, model, num_envs, nthread, reads=program.reads, sensing=sensing,
                    stage=program.read_stage, device=str(device) if backend == "warp" else "cpu")
-    store = GraphStore.of(program, str(sim.device)) if compile else None
+    store = GraphStore.of(program, str(sim.device), inductor_options(cfg.vector_kernels)) if compile else None
     return TorchManagerRuntime(program, sim, compile=compile, lane_offset=lane_offset, ranks=ranks,
                                store=store)

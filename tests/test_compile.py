@@ -8,14 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import make, random_actions, restore, snapshot
+from conftest import random_actions, restore, snapshot
 
 RTOL, ATOL = 1e-5, 1e-6
 
 
-@pytest.fixture(scope="module")
-def compiled():
-    env = make(16, compile=True)
+@pytest.fixture(scope="module", params=["G1WalkFlat", "G1WalkStairs"], ids=["plain kernels", "vector kernels"])
+def compiled(request):
+    from motrix_gym.vector_env import MotrixVectorEnv
+
+    env = MotrixVectorEnv(request.param, 16, compile=True, progress=False)
+    assert env.task.vector_kernels == (request.param == "G1WalkStairs")
     env.reset(seed=0)
     for a in random_actions(30, 16, 29, seed=1):
         env.step(a)

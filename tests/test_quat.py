@@ -14,6 +14,7 @@ from motrix_gym.math import (
     quat_from_axis_angle,
     quat_mul,
     quat_rot6d,
+    yaw_cos_sin,
     yaw_quat,
 )
 
@@ -68,6 +69,23 @@ def test_yaw_quat_keeps_heading(q):
     np.testing.assert_allclose(yfwd[2].item(), 0.0, atol=1e-9)
     heading = fwd[:2] / fwd[:2].norm()
     np.testing.assert_allclose(yfwd[:2].numpy(), heading.numpy(), atol=1e-6)
+
+
+@given(quats)
+@settings(max_examples=200, deadline=None)
+def test_yaw_cos_sin_is_cos_and_sin_of_the_yaw(q):
+    qt = unit(q)
+    w, x, y, z = qt.tolist()
+    yaw = np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    c, s = yaw_cos_sin(qt)
+    np.testing.assert_allclose([c.item(), s.item()], [np.cos(yaw), np.sin(yaw)], atol=1e-9)
+
+
+def test_yaw_cos_sin_of_a_vertical_heading_is_yaw_zero():
+    up = torch.tensor([0.5, 0.5, -0.5, 0.5])  # x axis to +z, exactly in floats
+    assert quat_apply(up, torch.tensor([1.0, 0.0, 0.0])).tolist() == [0.0, 0.0, 1.0]
+    c, s = yaw_cos_sin(up)
+    assert (c.item(), s.item()) == (1.0, 0.0)
 
 
 @given(quats, quats)

@@ -69,6 +69,11 @@ def test_missing_policy_group():
         resolve(dataclasses.replace(TASK, observations={}), INFO)
 
 
+def test_vector_kernels_must_be_a_bool():
+    with pytest.raises(TaskConfigError, match="vector_kernels must be a bool, got 1"):
+        resolve(dataclasses.replace(TASK, vector_kernels=1), INFO)
+
+
 def test_bad_return_shape_is_caught_at_make():
     from motrix_gym.vector_env import MotrixVectorEnv
 

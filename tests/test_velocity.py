@@ -36,6 +36,18 @@ def test_play_mode_is_quiet():
         task_config("Go1WalkFlat", mode="fast")
 
 
+def test_vector_kernels_where_terms_do_much_per_lane():
+    """Inductor's vector code pays for its compile time on a height scan's points and on motion
+    tracking's bodies, nowhere else (docs/performance.md)."""
+    from motrix_gym.mdp.terrain import height_scan
+
+    for task in WALK:
+        cfg = task_config(task)
+        scans = any(t.func is height_scan for terms in cfg.observations.values() for t in terms)
+        assert cfg.vector_kernels == scans, task
+    assert all(task_config(t).vector_kernels == ("tracking" in TASKS[t].family) for t in TASKS if t not in WALK)
+
+
 def test_quadruped_terms_see_torques_accelerations_and_slip():
     env = MotrixVectorEnv("Go1WalkFlat", 4, compile=False)
     env.reset(seed=0)

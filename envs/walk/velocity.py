@@ -164,6 +164,7 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
         decimation=4,
         episode_length_s=20.0,
         extra_reads=() if legs.biped else ("actuator_force", "qacc"),
+        vector_kernels=not flat,  # a height scan's points, in the policy's or the critic's observations
     )
 
 

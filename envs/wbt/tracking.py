@@ -143,6 +143,7 @@ def tracking(name: str, spec: TrackingRobot, clips: tuple[str, ...], sampling: s
         decimation=4,
         episode_length_s=1e6 if play else 10.0,
         extra_reads=("cvel", "subtree_com"),
+        vector_kernels=True,  # errors of every tracked body in every lane
     )
 
 

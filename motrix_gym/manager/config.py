@@ -217,6 +217,10 @@ class TaskConfig:
     max_speed: float = 1000.0  # a lane with any |qvel| above this (m/s, rad/s) has diverged
     extra_reads: tuple[str, ...] = ()  # MjData fields read besides qpos, qvel, xpos, xquat, sensordata
     randomization: Randomization | None = None
+    # Compile with Inductor's explicit vector code: about twice the compile time, for terms that do
+    # much arithmetic per lane, such as a height scan or motion tracking's per-body errors
+    # (runtime.graph.inductor_options).
+    vector_kernels: bool = False
 
     @property
     def step_dt(self) -> float:

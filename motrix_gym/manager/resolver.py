@@ -312,6 +312,8 @@ def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
 def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     if task.decimation < 1 or task.sim_dt <= 0 or task.episode_length_s <= 0:
         raise TaskConfigError(f"task {task.name!r}: decimation, sim_dt and episode_length_s must be positive")
+    if not isinstance(task.vector_kernels, bool):
+        raise TaskConfigError(f"task {task.name!r}: vector_kernels must be a bool, got {task.vector_kernels!r}")
     if "policy" not in task.observations:
         raise TaskConfigError(f"task {task.name!r}: observation group 'policy' is required")
     for group, terms in task.observations.items():

@@ -9,6 +9,7 @@ from motrix_gym.math.quat import (
     quat_from_axis_angle,
     quat_mul,
     quat_rot6d,
+    yaw_cos_sin,
     yaw_quat,
 )
 
@@ -21,5 +22,6 @@ __all__ = [
     "quat_from_axis_angle",
     "quat_mul",
     "quat_rot6d",
+    "yaw_cos_sin",
     "yaw_quat",
 ]

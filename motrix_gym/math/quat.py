@@ -101,6 +101,18 @@ def quat_from_axis_angle(axis: Tensor, angle: Tensor) -> Tensor:
     return torch.stack((torch.cos(half), x * s, y * s, z * s), dim=-1)
 
 
+def yaw_cos_sin(q: Tensor) -> tuple[Tensor, Tensor]:
+    """cos and sin of ``q``'s yaw, from its heading (the rotated x axis in the ground plane)
+    without atan2, cos and sin: compiled code may repeat it for every element it feeds. A
+    vertical x axis has no heading and counts as yaw 0, as atan2(0, 0) does."""
+    w, x, y, z = q.unbind(-1)
+    hx, hy = 1.0 - 2.0 * (y * y + z * z), 2.0 * (w * z + x * y)
+    r = (hx * hx + hy * hy).sqrt()
+    level = r > 0.0
+    r = r.clamp(min=1e-30)
+    return torch.where(level, hx / r, 1.0), torch.where(level, hy / r, 0.0)
+
+
 def yaw_quat(q: Tensor) -> Tensor:
     """The heading part of ``q``: a rotation about world z with the same yaw."""
     w, x, y, z = q.unbind(-1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from motrix_gym.math import yaw_cos_sin
 from motrix_gym.runtime.context import Context
 
 
@@ -85,9 +86,7 @@ def height_scan(env: Context, size: tuple = (1.6, 1.0), resolution: float = 0.1,
     ``offset`` and clipped to [-1, 1] (m): (lanes, points), x-major."""
     p = scan_points(size, resolution).to(env.device)
     pos, q = env.root_pos(), env.root_quat()
-    w, x, y, z = q[:, 0:1], q[:, 1:2], q[:, 2:3], q[:, 3:4]
-    yaw = torch.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-    c, s = torch.cos(yaw), torch.sin(yaw)
+    c, s = yaw_cos_sin(q.unsqueeze(1))  # (lanes, 1): broadcast over the points
     px, py = p[:, 0], p[:, 1]
     wx = pos[:, 0:1] + c * px - s * py
     wy = pos[:, 1:2] + s * px + c * py

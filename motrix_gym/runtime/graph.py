@@ -36,9 +36,17 @@ import torch
 from motrix_gym.runtime import stored_launch
 from motrix_gym.runtime.graph_store import GraphStore
 
-# A C++ wrapper calls the graph's kernels without Python in between (the Python wrapper's work
-# per kernel is most of a small graph's cost).
-INDUCTOR_OPTIONS = {"cpp_wrapper": True}
+
+def inductor_options(vector_kernels: bool = False) -> dict[str, Any]:
+    """Inductor's options for the runtime's graphs.
+
+    A C++ wrapper calls the graph's kernels without Python in between (the Python wrapper's work
+    per kernel is most of a small graph's cost). Kernels are plain C++ loops unless
+    ``vector_kernels``: Inductor's explicit vector code takes about twice as long to compile and
+    runs no faster on a few values per lane, but faster on many (a height scan's points, the
+    tracked bodies of a motion reference); ``docs/performance.md`` has both."""
+    return {"cpp_wrapper": True} if vector_kernels else {"cpp_wrapper": True, "cpp.simdlen": 0}
+
 
 # What ``torch._dynamo.mark_dynamic`` leaves on a tensor. A graph loaded from disk was traced
 # from tensors that, as torch stores them, carry no marks, and its guards refuse marked ones: the
@@ -162,7 +170,8 @@ class Graph:
 
     With ``store``, a bound method ``fn`` is looked up there under ``name`` first and stored
     after compiling; the stored function takes ``fn.__self__`` as its first argument, so a graph
-    traced for one runtime runs on another's state.
+    traced for one runtime runs on another's state. ``options``: Inductor's, ``inductor_options()``
+    by default.
 
         g = Graph(runtime._reset, compile=True, lanes=64)
         g(mask)  # compiles (or loads), checks the guards
@@ -171,11 +180,11 @@ class Graph:
     """
 
     __slots__ = ("eager", "compiled", "direct", "launch", "checking", "lanes", "name", "store", "loaded",
-                 "from_launch", "_lane_tensors", "_owner", "_ready", "_call", "_seen", "_aot")
+                 "from_launch", "_lane_tensors", "_owner", "_ready", "_call", "_seen", "_aot", "_options")
 
     def __init__(self, fn: Callable, compile: bool, lanes: int | None = None, *, name: str | None = None,
-                 store: GraphStore | None = None,
-                 lane_tensors: Callable[[], list[torch.Tensor]] = list) -> None:
+                 store: GraphStore | None = None, lane_tensors: Callable[[], list[torch.Tensor]] = list,
+                 options: dict[str, Any] | None = None) -> None:
         self.eager = fn
         self.lanes = lanes
         self.name = name or getattr(fn, "__name__", "graph")
@@ -185,6 +194,7 @@ class Graph:
                              "(its state must come in as an argument)")
         self.store = store
         self._lane_tensors = lane_tensors
+        self._options = inductor_options() if options is None else options
         self._call: Callable = self._first if compile else fn
         self.compiled: Callable | None = None  # through the guards
         self.direct: Callable | None = None  # Dynamo's code alone
@@ -213,7 +223,7 @@ class Graph:
         lanes = [a for a in args if self.lanes is not None and a.dim() and a.shape[0] == self.lanes]
         try:
             with lane_dimension_marked([*self._lane_tensors(), *lanes]):
-                compiled = torch.compile(self._function, fullgraph=True, dynamic=False, options=INDUCTOR_OPTIONS)
+                compiled = torch.compile(self._function, fullgraph=True, dynamic=False, options=self._options)
                 return compiled.aot_compile((self._args(args), {}))
         except ConstraintViolationError as e:
             raise RuntimeError(

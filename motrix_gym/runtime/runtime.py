@@ -37,7 +37,7 @@ from motrix_gym.math.heightfield import HeightField
 from motrix_gym.runtime.compile_helpers import Helpers, RankShare
 from motrix_gym.runtime.context import Context
 from motrix_gym.runtime.distributed import Ranks
-from motrix_gym.runtime.graph import Graph
+from motrix_gym.runtime.graph import Graph, inductor_options
 from motrix_gym.runtime.graph_store import GraphStore
 from motrix_gym.sim.backend import SimBackend
 
@@ -253,7 +253,7 @@ class TorchManagerRuntime:
     def _graph(self, fn: Callable, name: str) -> Graph:
         """A graph of this runtime; compiled ones get a symbolic lane dimension (see lane_tensors)."""
         g = Graph(fn, self.compiled, lanes=self.ctx.num_lanes, name=name, store=self.store,
-                  lane_tensors=self.lane_tensors)
+                  lane_tensors=self.lane_tensors, options=inductor_options(self.program.task.vector_kernels))
         g.check(self._check_guards)
         self._graphs.append(g)
         return g
