@@ -1,5 +1,6 @@
-"""Argument types of the command line that check a number's range, so that a bad value is
-argparse's one-line error naming the option, before anything runs.
+"""Checks of the values users pass: ``is_int`` for the API's counts, lanes and seeds, and the
+command line's argument types that check a number's range, so that a bad value is argparse's
+one-line error naming the option, before anything runs.
 
     p.add_argument("--steps", type=count(1), default=200)
     p.add_argument("--minutes", type=amount(positive=True))
@@ -10,6 +11,11 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+
+
+def is_int(x: object) -> bool:
+    """An int that is not a bool (``True`` is an int to Python, never a count, lane or seed here)."""
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def count(lo: int, hi: int | None = None) -> Callable[[str], int]:

@@ -35,6 +35,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
+from motrix_gym.arguments import is_int
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.resolver import resolve
 from motrix_gym.runtime.compile_helpers import Build, Helpers, RankShare
@@ -48,11 +49,6 @@ from motrix_gym.sim.backend import BACKENDS, make_sim, usable_cores
 from motrix_gym.sim.scene import build_model, build_sensing_model, height_map, model_info
 
 OUTPUTS = ("numpy", "torch")
-
-
-def _is_int(x: object) -> bool:
-    """An int that is not a bool (``True`` is an int to Python, never a count or a lane here)."""
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 class MotrixVectorEnv(VectorEnv):
@@ -102,7 +98,7 @@ class MotrixVectorEnv(VectorEnv):
                  distributed: bool = False, backend: str | None = None, compile_processes: int | None = None,
                  **task_options: Any) -> None:
         self._closed = True  # until fully built, so close()/__del__ on a failed init are safe
-        if not _is_int(num_envs) or num_envs < 1:
+        if not is_int(num_envs) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
         if output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
@@ -116,20 +112,20 @@ class MotrixVectorEnv(VectorEnv):
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         lanes = (render_lane,) if isinstance(render_lane, int) else tuple(render_lane)
-        if not lanes or not all(_is_int(i) and 0 <= i < num_envs for i in lanes):
+        if not lanes or not all(is_int(i) and 0 <= i < num_envs for i in lanes):
             raise ValueError(f"render_lane must be a lane in [0, {num_envs}) or a sequence of them, "
                              f"got {render_lane!r}")
-        if not all(_is_int(x) and 0 < x <= 8192 for x in (width, height)):
+        if not all(is_int(x) and 0 < x <= 8192 for x in (width, height)):
             raise ValueError(f"width and height must be ints in [1, 8192], got {width!r} x {height!r}")
-        if not _is_int(torch_threads) or torch_threads < 1:
+        if not is_int(torch_threads) or torch_threads < 1:
             raise ValueError(f"torch_threads must be an int >= 1, got {torch_threads!r}")
         if compile_processes is None:
             compile_processes = usable_cores()
-        if not _is_int(compile_processes) or compile_processes < 1:
+        if not is_int(compile_processes) or compile_processes < 1:
             raise ValueError(f"compile_processes must be an int >= 1, got {compile_processes!r}")
-        if nthread is not None and not (_is_int(nthread) and nthread >= 1):
+        if nthread is not None and not (is_int(nthread) and nthread >= 1):
             raise ValueError(f"nthread must be None or an int >= 1, got {nthread!r}")
-        if not _is_int(lane_offset) or lane_offset < 0:
+        if not is_int(lane_offset) or lane_offset < 0:
             raise ValueError(f"lane_offset must be an int >= 0, got {lane_offset!r}")
         try:
             self.device = torch.device(device)
@@ -233,7 +229,7 @@ class MotrixVectorEnv(VectorEnv):
         mask_np = options.pop("reset_mask", None)
         if options:
             raise ValueError(f"unknown reset option(s) {sorted(options)}; supported: 'reset_mask'")
-        if seed is not None and (not _is_int(seed) or seed < 0):
+        if seed is not None and (not is_int(seed) or seed < 0):
             raise ValueError(f"seed must be a non-negative int or None (all lanes are seeded from one "
                              f"int: lane i uses stream (seed, lane_offset + i)), got {seed!r}")
         n, L = self.num_envs, self.runtime.ctx.num_lanes

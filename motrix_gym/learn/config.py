@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from motrix_gym.arguments import is_int
+
 
 @dataclass(frozen=True)
 class PpoConfig:
@@ -33,7 +35,7 @@ class PpoConfig:
     def __post_init__(self) -> None:
         for name in ("num_envs", "num_steps_per_env", "num_learning_epochs", "num_mini_batches", "save_interval"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if not is_int(value) or value < 1:
                 raise ValueError(f"PpoConfig.{name} must be an int >= 1, got {value!r}")
 
     def with_(self, **changes: Any) -> PpoConfig:

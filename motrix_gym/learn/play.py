@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from motrix_gym.arguments import is_int
 from motrix_gym.learn import checkpoint
 from motrix_gym.learn.config import PpoConfig
 from motrix_gym.video import check_video_out, write_video
@@ -47,15 +48,12 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
 
-    def count(x: object) -> bool:
-        return isinstance(x, int) and not isinstance(x, bool) and x >= 1
-
     if export not in (None, "onnx"):
         raise ValueError(f"export must be None or 'onnx', got {export!r}")
     for name, value in (("lanes", lanes), ("every", every)):
-        if not count(value):
+        if not (is_int(value) and value >= 1):
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    if steps is not None and not count(steps):
+    if steps is not None and not (is_int(steps) and steps >= 1):
         raise ValueError(f"steps must be None (one episode, at most 10 s) or an int >= 1, got {steps!r}")
     if out is not None:
         out = check_video_out(out)

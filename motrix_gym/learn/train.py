@@ -25,10 +25,12 @@ from typing import Any
 
 import torch
 
+from motrix_gym.arguments import is_int
 from motrix_gym.learn import checkpoint
 from motrix_gym.learn.config import PpoConfig
 from motrix_gym.learn.evaluate import evaluate
 from motrix_gym.runtime.distributed import Ranks
+from motrix_gym.runtime.rng import check_seed
 
 
 @dataclass(frozen=True)
@@ -103,12 +105,10 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         raise ValueError("give exactly one of minutes and iterations")
     if minutes is not None and not (isinstance(minutes, int | float) and minutes > 0):
         raise ValueError(f"minutes must be > 0, got {minutes!r}")
-    if iterations is not None and not (isinstance(iterations, int) and not isinstance(iterations, bool)
-                                       and iterations >= 1):
+    if iterations is not None and not (is_int(iterations) and iterations >= 1):
         raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
-    if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**64):
-        raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
-    if not (isinstance(eval_lanes, int) and not isinstance(eval_lanes, bool) and eval_lanes >= 0):
+    check_seed(seed)
+    if not (is_int(eval_lanes) and eval_lanes >= 0):
         raise ValueError(f"eval_lanes must be an int >= 0 (0: no final comparison), got {eval_lanes!r}")
     ranks = Ranks.default_group() if distributed else Ranks()
     rank, world = ranks.rank, ranks.world

@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from motrix_gym.arguments import is_int
+
 _U64 = 1 << 64
 
 
@@ -47,10 +49,15 @@ def mix64(z: Tensor) -> Tensor:
     return z ^ _shr(z, 31)
 
 
+def check_seed(seed: object) -> None:
+    """ValueError unless ``seed`` can seed the lanes: an int in [0, 2**64)."""
+    if not is_int(seed) or not 0 <= seed < _U64:
+        raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
+
+
 def seed_states(seed: int, lane_ids: Tensor) -> Tensor:
     """Initial state of each lane from ``(seed, global lane id)``."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < _U64:
-        raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
+    check_seed(seed)
     base = mix64(torch.tensor(_i64(seed), dtype=torch.int64, device=lane_ids.device))
     return mix64(base ^ mix64(lane_ids.to(torch.int64) + 1))
 

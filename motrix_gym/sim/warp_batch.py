@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from motrix_gym.arguments import is_int
 from motrix_gym.sim.engine import mujoco
 from motrix_gym.sim.lane_params import write_ball, write_robot
 
@@ -147,7 +148,7 @@ class WarpBatchSim:
             condim = max(int(model.geom_condim.max()), int(model.pair_dim.max()) if model.npair else 1)
             njmax = nconmax * max(1, 2 * (condim - 1)) + model.njnt
         for name, v in (("nconmax", nconmax), ("njmax", njmax)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            if not is_int(v) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
         self.model, self.num_envs, self.nthread, self.tensors = model, num_envs, 1, True
         self.nconmax, self.njmax, self._warned = nconmax, njmax, False
