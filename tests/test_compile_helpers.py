@@ -71,24 +71,30 @@ print(json.dumps({"loaded": {g.name: g.loaded for g in env.runtime.graphs(env.ob
 
 
 def cold_run(folder, processes: int) -> tuple[dict, np.ndarray]:
-    """G1WalkFlat at 8 lanes in a fresh process with an empty cache: which graphs it loaded and
-    how many episodes ended, and everything it returned from a reset and 40 steps of the same
-    random actions."""
+    """G1WalkFlat at 8 lanes in a fresh process with an empty cache: which graphs it loaded, how
+    many episodes ended and how many graph libraries Inductor built in that cache, and
+    everything it returned from a reset and 40 steps of the same random actions."""
     actions = folder / "actions.npy"
     np.save(actions, random_actions(40, 8, 29, std=3.0, seed=5))
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(folder / f"cache{processes}")}
+    cache = folder / f"cache{processes}"
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
     done = subprocess.run([sys.executable, "-c", RUN, str(actions), str(folder / "out.npy"), str(processes)],
                           env=env, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.splitlines()[-1]), np.load(folder / "out.npy")
+    info = json.loads(done.stdout.splitlines()[-1])
+    info["libraries"] = len(list(cache.rglob("*.main.so")))  # a C++ wrapper's library: one per graph
+    return info, np.load(folder / "out.npy")
 
 
 def test_a_cold_start_loads_what_its_helper_compiled(tmp_path):
     """In an empty cache, the env compiles its step graph while a helper compiles the others; the
-    env loads those and steps bit for bit as an env that compiled every graph itself."""
+    env loads those, building nothing again, and steps bit for bit as an env that compiled every
+    graph itself."""
     shared, out = cold_run(tmp_path, 2)
     alone, ref = cold_run(tmp_path, 1)
     assert shared["loaded"] == {"step[policy]": False, "reset": True, "observe[policy]": True}  # helper's
     assert not any(alone["loaded"].values())
+    # the env loads its helper's libraries: none is built again (under other flags, it would be)
+    assert shared["libraries"] == alone["libraries"] == 3
     np.testing.assert_array_equal(out, ref)
     assert shared["ended"] == alone["ended"] > 0  # resets after episodes ended ran too
 

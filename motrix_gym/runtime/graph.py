@@ -253,7 +253,12 @@ class Graph:
         """Load the compiled graph from the store (its guards passing on ``full``), else compile
         (and store) it."""
         import_graph_loader()  # also the modules whose files a stored graph's manifest names
-        aot = self.store.load(self.name, lambda a: a.guard_check(*full)) if self.store is not None else None
+        aot = None
+        if self.store is not None:
+            # Loading builds the graph's C++ again unless Inductor's file cache has the library,
+            # which it finds only under the flags it was built with: load under its options.
+            with torch._inductor.config.patch(self._options):
+                aot = self.store.load(self.name, lambda a: a.guard_check(*full))
         self.loaded = aot is not None
         if aot is None:
             aot = self._compile(args)
