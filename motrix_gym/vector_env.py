@@ -23,7 +23,6 @@ Contracts (see docs/architecture.md):
 
 from __future__ import annotations
 
-import functools
 import secrets
 from collections.abc import Sequence
 from typing import Any
@@ -166,10 +165,6 @@ class MotrixVectorEnv(VectorEnv):
             raise ValueError(f"obs_groups {list(groups)}: unknown group(s) {unknown}; "
                              f"task {cfg.name!r} has {sorted(cfg.observations)}")
 
-        folder = GraphStore.default_folder()
-        # On a machine whose CPU probe is recorded, the compiler is imported only if a graph has no
-        # stored launch (below); elsewhere Inductor's CPU probe runs while the model builds.
-        probe = CpuProbe(folder) if compile and not CpuProbe.recorded_in(folder) else None
         self.task, self.backend = cfg, backend
         self.runtime = rt = build_runtime(cfg, num_envs, compile=compile, backend=backend, device=self.device,
                                           nthread=nthread, current_kinematics=current_kinematics,
@@ -177,18 +172,30 @@ class MotrixVectorEnv(VectorEnv):
         self.sim, program, store = rt.sim, rt.program, rt.store
         self.torch_threads = torch_threads
         if compile:
-            if probe is not None or store is None or not store.has_launches([g.name for g in rt.graphs(groups)]):
-                probe = probe or CpuProbe(folder)
-                import_graph_loader()
-                probe.wait(progress)
-            helpers = None
-            if compile_processes > 1 and backend == "mujoco" and not distributed:
-                build = Build(cfg, num_envs, groups, current_kinematics, lane_offset, torch_threads)
-                helpers = functools.partial(Helpers.start, build, compile_processes)
-            elif distributed and store is not None:
-                helpers = functools.partial(RankShare.start, self.ranks, store)
-            with torch_threads_ctx(torch_threads):
-                rt.warmup(groups, progress, helpers=helpers)
+            away: Helpers | RankShare | None = None
+            try:
+                if compile_processes > 1 and backend == "mujoco" and not distributed:
+                    # started first: their interpreters, imports and models overlap the CPU probe
+                    build = Build(cfg, num_envs, groups, current_kinematics, lane_offset, torch_threads)
+                    away = Helpers.start(build, compile_processes, rt.unstored(groups))
+                elif distributed and store is not None:
+                    away = RankShare.start(self.ranks, store, rt.unstored(groups))  # a collective: always
+                # Inductor's CPU probe runs on a machine where it is not recorded, else only if a
+                # graph has no stored launch (a start that loads launches imports no compiler)
+                folder = GraphStore.default_folder()
+                if (not CpuProbe.recorded_in(folder) or store is None
+                        or not store.has_launches([g.name for g in rt.graphs(groups)])):
+                    probe = CpuProbe(folder)  # in a thread: the compiler's import overlaps it
+                    import_graph_loader()
+                    probe.wait(progress)
+                if isinstance(away, Helpers):
+                    away.go()
+                with torch_threads_ctx(torch_threads):
+                    rt.warmup(groups, progress, away=away)
+            except BaseException:
+                if away is not None:
+                    away.close()
+                raise
 
         self.num_envs = num_envs
         self.output, self.copy, self.obs_groups = output, copy, groups

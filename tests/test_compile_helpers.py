@@ -113,6 +113,21 @@ def test_a_failing_helper_leaves_its_graphs_to_the_env(tmp_path, monkeypatch):
         assert helpers.wait() == ["no-such-graph"]
 
 
+def test_a_helper_not_told_to_go_ends_without_compiling(tmp_path, monkeypatch):
+    """Helpers start before the env's CPU probe and compile only after ``go``: one whose env
+    failed or ended before that (its input closed) ends cleanly and stores nothing."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    helpers = Helpers.start(Build(task_config("G1WalkFlat"), 4, ("policy",), True, 0, 1), 2,
+                            ["step[policy]", "reset"])
+    assert helpers.names == ["reset"]
+    for proc, _, _ in helpers._procs:
+        proc.stdin.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert helpers.wait() == []
+    assert not list(tmp_path.rglob("*.main.so")) and not list(tmp_path.rglob("*.graph"))
+
+
 def _stand_still(env):  # a reward term defined where a helper cannot import it from
     return env.episode_step * 0.0
 

@@ -69,9 +69,13 @@ def share(names: list[str], processes: int) -> list[list[str]]:
 
 class Helpers:
     """Helper processes compiling the graphs ``shares[i]`` each, for the runtime pickled in
-    ``data`` (``Build.pickled``).
+    ``data`` (``Build.pickled``). A helper starts its interpreter and builds the runtime at once,
+    and compiles after ``go``: the env starts helpers before its CPU probe, which they then find
+    recorded instead of running it again.
 
         helpers = Helpers.start(build, 2, ["step[policy]", "reset", "observe[policy]"])
+        probe.wait()          # the helpers import and build meanwhile
+        helpers.go()
         ...                   # compile the env's own graph (the first) meanwhile
         helpers.wait()        # then load theirs (``helpers.names``) from the store
     """
@@ -79,11 +83,18 @@ class Helpers:
     @classmethod
     def start(cls, build: Build, processes: int, names: list[str]) -> Helpers | None:
         """Helpers for the graphs ``names`` that must be compiled for ``build``, shared over
-        ``processes`` processes (``share``); None where there is nothing to share or a helper
-        could not load the build."""
+        ``processes`` processes (``share``); None where there is nothing to share, a helper
+        could not load the build or no process could be started (with a warning)."""
         shares = share(names, processes)
         data = build.pickled() if shares else None
-        return None if data is None else cls(data, shares)
+        if data is None:
+            return None
+        try:
+            return cls(data, shares)
+        except OSError as e:
+            warnings.warn(f"no compile helper process started ({e!r}); compiling every graph here",
+                          RuntimeWarning, stacklevel=2)
+            return None
 
     def __init__(self, data: bytes, shares: list[list[str]]) -> None:
         self.shares = shares
@@ -96,14 +107,25 @@ class Helpers:
                                         stdout=subprocess.DEVNULL, stderr=err)
                 self._procs.append((proc, names, err))
                 proc.stdin.write(pickle.dumps((sys.path, (data, names))))
-                proc.stdin.close()
+                proc.stdin.flush()
         except BaseException:
             self.close()
             raise
 
+    def go(self) -> None:
+        """Let the helpers compile (once this process's CPU probe is recorded)."""
+        for proc, _, _ in self._procs:
+            if not proc.stdin.closed:
+                try:
+                    proc.stdin.write(_GO)
+                    proc.stdin.close()
+                except OSError:  # the helper is gone: ``wait`` reports it
+                    pass
+
     def wait(self) -> list[str]:
         """Wait for every helper; the names of the graphs whose helper failed (with a warning
         that quotes its error)."""
+        self.go()
         failed = []
         for proc, names, err in self._procs:
             code = proc.wait()
@@ -124,6 +146,11 @@ class Helpers:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            if not proc.stdin.closed:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
             err.close()
         self._procs = []
 
@@ -203,7 +230,9 @@ class RankShare:
             self._gather(False)
 
 
-# A helper's first lines: the env's import path, then ``main``.
+# A helper's first lines: the env's import path, then ``main``. ``_GO`` follows on its input when
+# it may compile; without it (the env gone or failed) the helper ends.
+_GO = b"1"
 _START = ("import pickle, sys; path, job = pickle.load(sys.stdin.buffer); sys.path[:] = path; "
           "from motrix_gym.runtime.compile_helpers import main; main(*job)")
 
@@ -217,10 +246,13 @@ def main(data: bytes, names: list[str]) -> None:
     from motrix_gym.vector_env import build_runtime
 
     build: Build = pickle.loads(data)
-    probe = CpuProbe(GraphStore.default_folder())  # recorded by the env before it started helpers
     rt = build_runtime(build.task, build.num_envs, compile=True, nthread=1,
                        current_kinematics=build.current_kinematics, lane_offset=build.lane_offset)
     import_graph_loader()
+    if sys.stdin.buffer.read(len(_GO)) != _GO:
+        rt.sim.close()
+        return
+    probe = CpuProbe(GraphStore.default_folder())  # recorded by the env before ``go``
     probe.wait()
     missing = [n for n in names if n not in {g.name for g in rt.graphs(build.obs_groups)}]
     if missing:

@@ -44,8 +44,11 @@ def inductor_options(vector_kernels: bool = False) -> dict[str, Any]:
     per kernel is most of a small graph's cost). Kernels are plain C++ loops unless
     ``vector_kernels``: Inductor's explicit vector code takes about twice as long to compile and
     runs no faster on a few values per lane, but faster on many (a height scan's points, the
-    tracked bodies of a motion reference); ``docs/performance.md`` has both."""
-    return {"cpp_wrapper": True} if vector_kernels else {"cpp_wrapper": True, "cpp.simdlen": 0}
+    tracked bodies of a motion reference); ``docs/performance.md`` has both. No precompiled
+    header: building one costs more than it saves over the one to three graphs a process
+    compiles (the env and its helpers share a cold start's graphs)."""
+    options = {"cpp_wrapper": True, "cpp_cache_precompile_headers": False}
+    return options if vector_kernels else {**options, "cpp.simdlen": 0}
 
 
 # What ``torch._dynamo.mark_dynamic`` leaves on a tensor. A graph loaded from disk was traced

@@ -25,7 +25,6 @@ which buffer to observe into.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -301,12 +300,16 @@ class TorchManagerRuntime:
         out = [self.step_graph(groups), self._reset_graph, *(self.observe_graphs[g] for g in groups)]
         return out + ([self._stats_graph] if self._stats_graph is not None else [])
 
+    def unstored(self, groups: tuple[str, ...]) -> list[str]:
+        """The graphs of ``graphs(groups)`` that nothing is stored for: those a start compiles."""
+        return [g.name for g in self.graphs(groups) if g.store is not None and not g.store.has(g.name)]
+
     def warmup(self, groups: tuple[str, ...], progress: bool = True, *, only: list[str] | None = None,
-               helpers: Callable[[list[str]], Helpers | RankShare | None] | None = None) -> None:
+               away: Helpers | RankShare | None = None) -> None:
         """Compile or load every graph now, or the graphs named ``only`` (each runs once; the
-        state is left for the first reset to overwrite). ``helpers(names)``, given the graphs
-        that nothing is stored for, may share them with helper processes or the other ranks
-        (``compile_helpers``); this one compiles the rest, then loads theirs."""
+        state is left for the first reset to overwrite). ``away``: helper processes or the other
+        ranks compiling the graphs ``away.names`` (``compile_helpers``); this one compiles the
+        rest, then loads theirs."""
         from tqdm import tqdm
 
         L, dev = self.ctx.num_lanes, self.device
@@ -319,13 +322,6 @@ class TorchManagerRuntime:
         if self._stats_graph is not None:
             jobs.append(("shared statistics", self._stats_graph, (mask,)))
         jobs = [j for j in jobs if only is None or j[1].name in only]
-        todo = [fn.name for _, fn, _ in jobs if fn.store is not None and not fn.store.has(fn.name)]
-        try:
-            away = helpers(todo) if helpers is not None else None  # a collective for ranks: always
-        except OSError as e:  # no process could be started: every graph is compiled here
-            warnings.warn(f"no compile helper process started ({e!r}); compiling every graph here",
-                          RuntimeWarning, stacklevel=2)
-            away = None
         elsewhere = set(away.names) if away is not None else set()
         jobs = [j for j in jobs if j[1].name not in elsewhere] + [j for j in jobs if j[1].name in elsewhere]
         bar = tqdm(jobs, desc="torch.compile", unit="graph", disable=not progress, leave=False)
