@@ -6,8 +6,8 @@ in a child process: seconds, every process. ``CpuProbe`` records, beside the sto
 every candidate passed on this machine with this torch and this C++ compiler. A later process
 with the same facts tells Inductor so through ``cpp.vec_isa_ok`` instead of probing again, and
 gets the same instruction set Inductor's own probe would pick. When any candidate failed, or
-nothing is recorded, the probe runs as Inductor does it, in a thread that overlaps the model's
-build and the import of the compiler.
+nothing is recorded, the probe runs as Inductor does it, in a thread that overlaps the import
+of the compiler and the start of the compile helpers.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class CpuProbe:
     """Started when an env that compiles is made; ``wait()`` before its first graph runs.
 
         probe = CpuProbe(folder)  # recorded: done; else the probe starts in a thread
-        ...                       # build the model meanwhile
+        ...                       # import the compiler meanwhile
         probe.wait()
     """
 
