@@ -538,6 +538,8 @@ def build_runtime(cfg: TaskConfig, num_envs: int, *, compile: bool, backend: str
     sensing = build_sensing_model(cfg.scene, cfg.sim_dt, program.sensors) if current_kinematics else None
     sim = make_sim(backend, model, num_envs, nthread, reads=program.reads, sensing=sensing,
                    stage=program.read_stage, device=str(device) if backend == "warp" else "cpu")
-    store = GraphStore.of(program, str(sim.device), inductor_options(cfg.vector_kernels)) if compile else None
+    # the options a graph may be compiled with (the program says which, by its task's vector_kernels)
+    options = inductor_options(False), inductor_options(True)
+    store = GraphStore.of(program, str(sim.device), *options) if compile else None
     return TorchManagerRuntime(program, sim, compile=compile, lane_offset=lane_offset, ranks=ranks,
                                store=store)

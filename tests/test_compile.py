@@ -18,7 +18,7 @@ def compiled(request):
     from motrix_gym.vector_env import MotrixVectorEnv
 
     env = MotrixVectorEnv(request.param, 16, compile=True, progress=False)
-    assert env.task.vector_kernels == (request.param == "G1WalkStairs")
+    assert env.task.vector_graph(("policy",)) == (request.param == "G1WalkStairs")
     env.reset(seed=0)
     for a in random_actions(30, 16, 29, seed=1):
         env.step(a)

@@ -69,9 +69,13 @@ def test_missing_policy_group():
         resolve(dataclasses.replace(TASK, observations={}), INFO)
 
 
-def test_vector_kernels_must_be_a_bool():
-    with pytest.raises(TaskConfigError, match="vector_kernels must be a bool, got 1"):
+def test_vector_kernels_must_be_a_bool_or_groups_of_the_task():
+    with pytest.raises(TaskConfigError, match="vector_kernels must be a bool or a tuple of observation groups, got 1"):
         resolve(dataclasses.replace(TASK, vector_kernels=1), INFO)
+    with pytest.raises(TaskConfigError, match=r"got \['policy'\]"):
+        resolve(dataclasses.replace(TASK, vector_kernels=["policy"]), INFO)
+    with pytest.raises(TaskConfigError, match=r"group\(s\) \['critc'\] the task does not have"):
+        resolve(dataclasses.replace(TASK, vector_kernels=("critc",)), INFO)
 
 
 def test_bad_return_shape_is_caught_at_make():

@@ -38,14 +38,29 @@ def test_play_mode_is_quiet():
 
 def test_vector_kernels_where_terms_do_much_per_lane():
     """Inductor's vector code pays for its compile time on a height scan's points and on motion
-    tracking's bodies, nowhere else (docs/performance.md)."""
+    tracking's bodies, nowhere else (docs/performance.md): in the graphs that observe a group
+    with a scan, and in every graph of a tracking task."""
     from motrix_gym.mdp.terrain import height_scan
 
     for task in WALK:
         cfg = task_config(task)
-        scans = any(t.func is height_scan for terms in cfg.observations.values() for t in terms)
-        assert cfg.vector_kernels == scans, task
+        scans = {g for g, terms in cfg.observations.items() if any(t.func is height_scan for t in terms)}
+        assert set(cfg.vector_kernels) == scans, task
+        for groups in [(), ("policy",), ("critic",), ("policy", "critic")]:
+            assert cfg.vector_graph(groups) == bool(scans & set(groups)), (task, groups)
+    assert task_config("G1WalkRough").vector_kernels == ("critic",)  # its policy observes no scan
     assert all(task_config(t).vector_kernels == ("tracking" in TASKS[t].family) for t in TASKS if t not in WALK)
+
+
+def test_each_graph_is_compiled_with_vector_code_only_where_it_observes_a_scan():
+    from motrix_gym.vector_env import build_runtime
+
+    rt = build_runtime(task_config("G1WalkRough"), 2, compile=True)  # graphs set up, none compiled yet
+    simd = {g.name: "cpp.simdlen" not in g._options for g in rt.graphs(("policy", "critic"))}
+    simd["step[policy]"] = "cpp.simdlen" not in rt.step_graph(("policy",))._options
+    assert simd == {"step[policy,critic]": True, "step[policy]": False, "reset": False, "observe[policy]": False,
+                    "observe[critic]": True}
+    rt.sim.close()
 
 
 def test_quadruped_terms_see_torques_accelerations_and_slip():

@@ -139,12 +139,13 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
             Rew("foot_slip", rew.foot_slip, weight=-0.1, params={"feet": "feet"}),
         )
     rewards = common[:2] + gait + common[2:]
+    observations = {"policy": policy, "critic": critic}
     return TaskConfig(
         name=name,
         scene=SceneConfig(robot=legs.robot, terrain=terrain, contact_sensors=contact_sensors),
         actions=JointPositionAction(joints=ALL, scale=action_scale(legs.robot), max_delay=0 if play else 1),
         commands=cmds,
-        observations={"policy": policy, "critic": critic},
+        observations=observations,
         rewards=rewards,
         terminations=(
             Term("time_out", term.time_out, time_out=True),
@@ -164,7 +165,8 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
         decimation=4,
         episode_length_s=20.0,
         extra_reads=() if legs.biped else ("actuator_force", "qacc"),
-        vector_kernels=not flat,  # a height scan's points, in the policy's or the critic's observations
+        # a height scan's points: vector code in the graphs that observe one
+        vector_kernels=tuple(g for g, terms in observations.items() if any(t.func is height_scan for t in terms)),
     )
 
 

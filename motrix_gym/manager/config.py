@@ -219,8 +219,14 @@ class TaskConfig:
     randomization: Randomization | None = None
     # Compile with Inductor's explicit vector code: about twice the compile time, for terms that do
     # much arithmetic per lane, such as a height scan or motion tracking's per-body errors
-    # (runtime.graph.inductor_options).
-    vector_kernels: bool = False
+    # (runtime.graph.inductor_options). True: every graph; observation groups: the graphs that
+    # observe one of them (the step graph of an env observing it, its observe graph).
+    vector_kernels: bool | tuple[str, ...] = False
+
+    def vector_graph(self, groups: tuple[str, ...]) -> bool:
+        """Whether a graph observing ``groups`` (none: the reset graph, ...) gets vector code."""
+        v = self.vector_kernels
+        return v if isinstance(v, bool) else any(g in v for g in groups)
 
     @property
     def step_dt(self) -> float:

@@ -312,8 +312,14 @@ def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
 def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     if task.decimation < 1 or task.sim_dt <= 0 or task.episode_length_s <= 0:
         raise TaskConfigError(f"task {task.name!r}: decimation, sim_dt and episode_length_s must be positive")
-    if not isinstance(task.vector_kernels, bool):
-        raise TaskConfigError(f"task {task.name!r}: vector_kernels must be a bool, got {task.vector_kernels!r}")
+    v = task.vector_kernels
+    if not (isinstance(v, bool) or (isinstance(v, tuple) and all(isinstance(g, str) for g in v))):
+        raise TaskConfigError(f"task {task.name!r}: vector_kernels must be a bool or a tuple of observation "
+                              f"groups, got {v!r}")
+    if not isinstance(v, bool) and set(v) - set(task.observations):
+        raise TaskConfigError(f"task {task.name!r}: vector_kernels names observation group(s) "
+                              f"{sorted(set(v) - set(task.observations))} the task does not have "
+                              f"(it has {sorted(task.observations)})")
     if "policy" not in task.observations:
         raise TaskConfigError(f"task {task.name!r}: observation group 'policy' is required")
     for group, terms in task.observations.items():

@@ -231,13 +231,13 @@ class TorchManagerRuntime:
         self._probe_scalar("reward", program.rewards, torch.float32)
         self._probe_scalar("termination", program.terminations, torch.bool)
 
-        self.evaluate = self._graph(self._evaluate, "evaluate")  # alone only in tests
-        self._reset_graph = self._graph(self._reset, "reset")
+        self.evaluate = self._graph(self._evaluate, "evaluate", ())  # alone only in tests
+        self._reset_graph = self._graph(self._reset, "reset", ())
         # commands whose sampling depends on a statistic of every lane (see reset)
         self._shared = [c for c in ctx.commands.values() if getattr(c, "stats", None) is not None]
-        self._stats_graph = self._graph(self._shared_stats, "shared_stats") if self._shared else None
+        self._stats_graph = self._graph(self._shared_stats, "shared_stats", ()) if self._shared else None
         self._observers = {g: Observe(self, g) for g in program.observations}
-        self.observe_graphs = {g: self._graph(o.__call__, f"observe[{g}]") for g, o in self._observers.items()}
+        self.observe_graphs = {g: self._graph(o.__call__, f"observe[{g}]", (g,)) for g, o in self._observers.items()}
         self._step_graphs: dict[tuple[str, ...], Graph] = {}
         self._all = torch.ones(L, dtype=torch.bool)
         self._rng_before_obs = ctx.rng.state.clone()
@@ -249,10 +249,11 @@ class TorchManagerRuntime:
             for name in names:
                 np.copyto(self.host[name], self._host_tensors[name].cpu().numpy())
 
-    def _graph(self, fn: Callable, name: str) -> Graph:
-        """A graph of this runtime; compiled ones get a symbolic lane dimension (see lane_tensors)."""
+    def _graph(self, fn: Callable, name: str, groups: tuple[str, ...]) -> Graph:
+        """A graph of this runtime that observes ``groups``; compiled ones get a symbolic lane
+        dimension (see lane_tensors), and vector code where the task asks for it there."""
         g = Graph(fn, self.compiled, lanes=self.ctx.num_lanes, name=name, store=self.store,
-                  lane_tensors=self.lane_tensors, options=inductor_options(self.program.task.vector_kernels))
+                  lane_tensors=self.lane_tensors, options=inductor_options(self.program.task.vector_graph(groups)))
         g.check(self._check_guards)
         self._graphs.append(g)
         return g
@@ -475,7 +476,7 @@ class TorchManagerRuntime:
         lane (the RNG state between the two is kept for lanes observed again after an event)."""
         if groups not in self._step_graphs:
             step = EvaluateObserve(self, groups)
-            self._step_graphs[groups] = self._graph(step.__call__, f"step[{','.join(groups)}]")
+            self._step_graphs[groups] = self._graph(step.__call__, f"step[{','.join(groups)}]", groups)
         return self._step_graphs[groups]
 
     # ----------------------------------------------------------------------------- step parts
