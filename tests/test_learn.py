@@ -1,6 +1,7 @@
 """train and play: every task trains for two tiny iterations and plays a few steps; resume,
 ONNX export and the refusal of checkpoints that carry code."""
 
+import json
 import subprocess
 import sys
 
@@ -29,6 +30,8 @@ def test_train_two_iterations_and_play(task, tmp_path):
     assert {"config.json", "progress.csv", "curve.png", "summary.json", "model_0.pt"} <= {
         p.name for p in res.run_dir.iterdir()}
     assert list(res.run_dir.glob("events.out.tfevents.*"))  # TensorBoard
+    cfg = json.loads((res.run_dir / "config.json").read_text())
+    assert (cfg["minutes"], cfg["iterations"]) == (None, 2)  # the budget, for the report's command column
     out = play(env_id(task), res.checkpoint, steps=3, progress=False)
     assert out.steps == 3 and set(out.reward_terms) and all(np.isfinite(v) for v in out.reward_terms.values())
     assert all(np.isfinite(v) for v in out.metrics.values())

@@ -130,8 +130,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     if lead:
         run_dir = _new_run_dir(Path(log_dir) / env_id.split("/")[-1].removesuffix("-v0"))
         (run_dir / "config.json").write_text(json.dumps({
-            "env_id": env_id, "seed": seed, "ranks": world, "ppo": cfg.as_dict(),
-            "resumed_from": str(resume) if resume else None}, indent=1))
+            "env_id": env_id, "seed": seed, "ranks": world, "minutes": minutes, "iterations": iterations,
+            "ppo": cfg.as_dict(), "resumed_from": str(resume) if resume else None}, indent=1))
     env = make_rsl_rl(env_id, num_envs=cfg.num_envs, seed=seed, compile=compile, progress=progress and lead,
                       distributed=distributed, device=device)
     device = str(env.device)
