@@ -195,6 +195,7 @@ class MotrixVectorEnv(VectorEnv):
             except BaseException:
                 if away is not None:
                     away.close()
+                rt.sim.close()  # the lanes and MuJoCo's threads go now, not whenever the traceback does
                 raise
 
         self.num_envs = num_envs

@@ -90,6 +90,33 @@ def test_no_graph_breaks_or_recompiles(compiled):
     assert step_without_recompiles(compiled, random_actions(50, 16, 29, std=2.0, seed=7)) > 0
 
 
+def test_a_graph_break_fails_make_and_frees_the_simulation(monkeypatch):
+    """A term that breaks its graph fails ``make`` with Dynamo's error, and the half-made env's
+    batches (lanes, MuJoCo's threads) are freed then, not left to the garbage collector."""
+    import dataclasses
+
+    from motrix_gym import vector_env
+    from motrix_gym.envs import task_config
+    from motrix_gym.manager.terms import RewardTerm
+
+    def broken(env):
+        torch._dynamo.graph_break()
+        return env.episode_step * 0.0
+
+    built, real = [], vector_env.build_runtime
+
+    def recording(*args, **kwargs):
+        built.append(real(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(vector_env, "build_runtime", recording)
+    cfg = task_config("Go1WalkFlat")
+    cfg = dataclasses.replace(cfg, rewards=(*cfg.rewards, RewardTerm("broken", broken, 1.0)))
+    with pytest.raises(Exception, match="graph_break"):
+        vector_env.MotrixVectorEnv(cfg, 4, compile=True, progress=False)
+    assert len(built) == 1 and built[0].sim.batch is None and built[0].sim.sensing is None
+
+
 def run_compiled(task: str, steps: int, **kwargs) -> None:
     """Make with compile=True (fullgraph: a graph break raises), then step with resets under
     the fail-on-recompile stance."""
