@@ -115,12 +115,7 @@ class Helpers:
     def go(self) -> None:
         """Let the helpers compile (once this process's CPU probe is recorded)."""
         for proc, _, _ in self._procs:
-            if not proc.stdin.closed:
-                try:
-                    proc.stdin.write(_GO)
-                    proc.stdin.close()
-                except OSError:  # the helper is gone: ``wait`` reports it
-                    pass
+            _end_input(proc, _GO)
 
     def wait(self) -> list[str]:
         """Wait for every helper; the names of the graphs whose helper failed (with a warning
@@ -146,17 +141,25 @@ class Helpers:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            if not proc.stdin.closed:
-                try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
+            _end_input(proc)
             err.close()
         self._procs = []
 
     @property
     def label(self) -> str:
         return f"{len(self.shares)} helper process(es)"
+
+
+def _end_input(proc: subprocess.Popen, last: bytes = b"") -> None:
+    """Write ``last`` to a helper's input, if still open, and close it; a helper that is gone
+    (a broken pipe) is left for ``wait`` or ``close`` to report."""
+    if proc.stdin.closed:
+        return
+    try:
+        proc.stdin.write(last)
+        proc.stdin.close()
+    except OSError:
+        pass
 
 
 class RankShare:
