@@ -66,6 +66,30 @@ def test_vector_render_lane_and_grid():
 
 
 @needs_gl
+def test_a_close_camera_over_a_large_terrain_draws_everything_in_front_of_it():
+    """The Go1's camera is 1.2 m from its base and the terrain makes the model over 100 m wide:
+    the ground below the camera fills the bottom row of the frame (background there means the
+    near clip plane cut the view), and the robot is drawn whole: the frame equals one rendered
+    with the near plane at a tenth of its distance."""
+    from motrix_gym.sim import render
+
+    env = gym.make_vec("Motrix/Go1WalkStairs-v0", num_envs=1, compile=False, mode="play", render_mode="rgb_array",
+                       progress=False)
+    env.reset(seed=0)
+    assert env.unwrapped.sim.model.stat.extent > 100.0
+    frame = env.render()
+    assert frame[-1].max(axis=-1).min() > 0, "background at the bottom of the frame"
+    env.unwrapped._renderer.close()
+    env.unwrapped._renderer, near = None, render.NEAR
+    try:
+        render.NEAR = near / 10
+        np.testing.assert_array_equal(env.render(), frame)
+    finally:
+        render.NEAR = near
+        env.close()
+
+
+@needs_gl
 def test_unclosed_renderer_exits_quietly():
     """A script that renders and exits without close() ends without a traceback."""
     code = ("import numpy as np; from motrix_gym.vector_env import MotrixVectorEnv; "

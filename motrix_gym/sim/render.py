@@ -104,6 +104,9 @@ def gl_context(width: int, height: int) -> object:
     return ctx
 
 
+NEAR = 0.05  # the near clip plane's distance, as a fraction of the camera's
+
+
 class LaneRenderer:
     """RGB frames of one model's configurations, from a free camera that follows body ``follow``
     (the robot's root)."""
@@ -114,6 +117,10 @@ class LaneRenderer:
         model.vis.global_.offheight = max(model.vis.global_.offheight, height)
         model.vis.headlight.ambient[:] = 0.35
         model.vis.headlight.diffuse[:] = 0.6
+        # MuJoCo places the clip planes at multiples of the model's extent, which a terrain of many
+        # tiles makes 100 m or more: the near plane would then lie beyond a close camera and cut
+        # the robot and the ground in front of it. Keep it a small fraction of the camera distance.
+        model.vis.map.znear = min(model.vis.map.znear, NEAR * distance / model.stat.extent)
         self.context = ctx = gl_context(width, height)
         self.mjr = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self.mjr)
