@@ -66,7 +66,7 @@ def test_vector_render_lane_and_grid():
 
 
 @needs_gl
-def test_a_close_camera_over_a_large_terrain_draws_everything_in_front_of_it():
+def test_a_close_camera_over_a_large_terrain_draws_everything_in_front_of_it(monkeypatch):
     """The Go1's camera is 1.2 m from its base and the terrain makes the model over 100 m wide:
     the ground below the camera fills the bottom row of the frame (background there means the
     near clip plane cut the view), and the robot is drawn whole: the frame equals one rendered
@@ -80,13 +80,10 @@ def test_a_close_camera_over_a_large_terrain_draws_everything_in_front_of_it():
     frame = env.render()
     assert frame[-1].max(axis=-1).min() > 0, "background at the bottom of the frame"
     env.unwrapped._renderer.close()
-    env.unwrapped._renderer, near = None, render.NEAR
-    try:
-        render.NEAR = near / 10
-        np.testing.assert_array_equal(env.render(), frame)
-    finally:
-        render.NEAR = near
-        env.close()
+    env.unwrapped._renderer = None
+    monkeypatch.setattr(render, "NEAR", render.NEAR / 10)
+    np.testing.assert_array_equal(env.render(), frame)
+    env.close()
 
 
 @needs_gl
