@@ -23,6 +23,22 @@ def make(num_envs: int = 4, **kwargs) -> MotrixVectorEnv:
     return MotrixVectorEnv(TASK, num_envs, **kwargs)
 
 
+def with_a_graph_break(task: str):
+    """``task``'s config with one more reward term, which runs eagerly but breaks any graph it is
+    traced into."""
+    import dataclasses
+
+    from motrix_gym.envs import task_config
+    from motrix_gym.manager.terms import RewardTerm
+
+    def broken(env):
+        torch._dynamo.graph_break()
+        return env.episode_step * 0.0
+
+    cfg = task_config(task)
+    return dataclasses.replace(cfg, rewards=(*cfg.rewards, RewardTerm("broken", broken, 1.0)))
+
+
 def random_actions(steps: int, num_envs: int, dim: int, std: float = 1.5, seed: int = 0) -> np.ndarray:
     """Actions large enough that episodes end within tens of steps."""
     return (np.random.default_rng(seed).standard_normal((steps, num_envs, dim)) * std).astype(np.float32)

@@ -42,25 +42,13 @@ def main() -> None:
         os._exit(0)
 
 
-def broken(env):
-    """A reward term that runs eagerly but breaks the graph it is traced into."""
-    import torch
-
-    torch._dynamo.graph_break()
-    return env.episode_step * 0.0
-
-
 def record(task: str, lanes: int, out: str, mode: str) -> None:
-    import dataclasses
-
     import motrix_gym  # noqa: F401
+    from conftest import with_a_graph_break
     from motrix_gym.envs import task_config
-    from motrix_gym.manager.terms import RewardTerm
     from motrix_gym.vector_env import MotrixVectorEnv
 
-    cfg = task_config(task)
-    if mode == "compile-break":
-        cfg = dataclasses.replace(cfg, rewards=(*cfg.rewards, RewardTerm("broken", broken, 1.0)))
+    cfg = with_a_graph_break(task) if mode == "compile-break" else task_config(task)
     try:
         env = MotrixVectorEnv(cfg, lanes, compile=mode != "eager", distributed="RANK" in os.environ, progress=False)
     except (ValueError, RuntimeError) as e:

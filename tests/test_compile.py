@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import random_actions, restore, snapshot
+from conftest import random_actions, restore, snapshot, with_a_graph_break
 
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -93,15 +93,7 @@ def test_no_graph_breaks_or_recompiles(compiled):
 def test_a_graph_break_fails_make_and_frees_the_simulation(monkeypatch):
     """A term that breaks its graph fails ``make`` with Dynamo's error, and the half-made env's
     batches (lanes, MuJoCo's threads) are freed then, not left to the garbage collector."""
-    import dataclasses
-
     from motrix_gym import vector_env
-    from motrix_gym.envs import task_config
-    from motrix_gym.manager.terms import RewardTerm
-
-    def broken(env):
-        torch._dynamo.graph_break()
-        return env.episode_step * 0.0
 
     built, real = [], vector_env.build_runtime
 
@@ -110,10 +102,8 @@ def test_a_graph_break_fails_make_and_frees_the_simulation(monkeypatch):
         return built[-1]
 
     monkeypatch.setattr(vector_env, "build_runtime", recording)
-    cfg = task_config("Go1WalkFlat")
-    cfg = dataclasses.replace(cfg, rewards=(*cfg.rewards, RewardTerm("broken", broken, 1.0)))
     with pytest.raises(Exception, match="graph_break"):
-        vector_env.MotrixVectorEnv(cfg, 4, compile=True, progress=False)
+        vector_env.MotrixVectorEnv(with_a_graph_break("Go1WalkFlat"), 4, compile=True, progress=False)
     assert len(built) == 1 and built[0].sim.batch is None and built[0].sim.sensing is None
 
 
