@@ -5,9 +5,12 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from motrix_gym.manager.config import SUB_TERRAINS, SubTerrain, TerrainConfig
 from motrix_gym.math.heightfield import HeightField
+from motrix_gym.mdp.terrain import commanded_distance
 from motrix_gym.sim.scene import GROUND, add_ground
 from motrix_gym.sim.terrain import generate
 from motrix_gym.vector_env import MotrixVectorEnv
@@ -155,12 +158,45 @@ def test_curriculum_moves_lanes_up_and_down():
     env.reset(options=everyone)
     torch.testing.assert_close(cur.level[:n], start + 1)
     assert env.log["Curriculum/terrain_level"] == pytest.approx(mean0 + 1)
-    up, asked = cur.level[:n].clone(), cmd.value[:n, :2].norm(dim=-1)
+    up, asked = cur.level[:n].clone(), commanded_distance(cmd.value[:n, :2], cmd.value[:n, 2], 20.0)
     env.reset(options=everyone)  # nobody walked: lanes asked to walk move down, standing ones stay
-    moving = asked * env.task.episode_length_s * 0.5 > 0.5  # the spawn offset is at most 0.36 m
+    moving = asked * 0.5 > 0.5  # the spawn offset is at most 0.36 m
     assert moving.sum() > n // 2
     torch.testing.assert_close(cur.level[:n][moving], (up[moving] - 1).clamp(min=0))
     assert env.log["Curriculum/terrain_level"] < mean0 + 1
     origin = torch.from_numpy(env.runtime.program.model.heightfield.tile_centers).float()
     torch.testing.assert_close(cur.origin[:n], origin[cur.level[:n], cur.col[:n]])
+    env.close()
+
+
+speed = st.floats(-1.0, 1.0, allow_nan=False)
+
+
+@settings(max_examples=50, deadline=None)
+@given(vx=speed, vy=speed, wz=st.floats(-2.0, 2.0, allow_nan=False), seconds=st.floats(0.1, 20.0))
+def test_commanded_distance_is_where_an_exact_tracker_ends_up(vx, vy, wz, seconds):
+    steps = 20_000  # integrate the path: heading advances by wz, the base-frame velocity turns with it
+    t = (torch.arange(steps, dtype=torch.float64) + 0.5) * (seconds / steps)
+    c, s = torch.cos(wz * t), torch.sin(wz * t)
+    end = torch.stack((c * vx - s * vy, s * vx + c * vy)).sum(-1) * (seconds / steps)
+    got = commanded_distance(torch.tensor([[vx, vy]], dtype=torch.float64), torch.tensor([wz], dtype=torch.float64),
+                             seconds)
+    assert float(got[0]) == pytest.approx(float(end.norm()), abs=1e-6)
+
+
+def test_curriculum_asks_a_turning_lane_only_for_the_arc_its_command_walks():
+    n = 16
+    env = MotrixVectorEnv("Go1WalkRough", n, compile=False, autoreset_mode="Disabled")
+    env.reset(seed=0)
+    cur, cmd = env.runtime.ctx.commands["terrain"], env.runtime.ctx.commands["base_velocity"]
+    turning = torch.arange(n) % 2 == 0
+    # 0.5 m/s for 20 s: 10 m straight ahead; turning at 1 rad/s, a circle 1 m across (chord 0.54 m)
+    cmd.value[:n] = torch.tensor([0.5, 0.0, 0.0])
+    cmd.value[:n, 2] = turning.float()
+    level = cur.level[:n].clone()
+    assert (level[turning] > 0).any() and (level[~turning] > 0).any()
+    move_roots(env, 2.0)  # each walked 2 m (+- its spawn offset, at most 0.36 m)
+    env.reset(options={"reset_mask": np.ones(n, bool)})
+    torch.testing.assert_close(cur.level[:n][turning], level[turning])
+    torch.testing.assert_close(cur.level[:n][~turning], (level[~turning] - 1).clamp(min=0))
     env.close()

@@ -6,6 +6,8 @@ collides with, batched over every lane and point: no ray casts.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -19,7 +21,9 @@ class TerrainCurriculum:
 
     At a reset that ends an episode, a lane that walked farther than half a tile from where it
     started moves one level up; one that walked less than half of what its velocity command
-    (named ``command``) asked over a whole episode moves one down. A lane beyond the hardest
+    (named ``command``) asks over a whole episode moves one down: the straight-line distance a
+    robot tracking that command exactly would cover (``commanded_distance``; a turning command
+    walks an arc, and asks for less than its speed times the episode). A lane beyond the hardest
     level goes to a random one. The first reset of a lane draws its level in
     ``[0, max_init_level]`` and its column uniformly. With ``enabled=False`` (play) every reset
     draws a level over all rows. All draws come from the lane RNG.
@@ -43,7 +47,8 @@ class TerrainCurriculum:
         u = env.rng.uniform((3,), mask)
         first = mask & ~self.started
         walked = (env.root_pos()[:, :2] - self.origin[:, :2]).norm(dim=-1)
-        asked = env.commands[self.command].value[:, :2].norm(dim=-1) * env.max_episode_steps * env.step_dt
+        cmd = env.commands[self.command].value
+        asked = commanded_distance(cmd[:, :2], cmd[:, 2], env.max_episode_steps * env.step_dt)
         up = walked > 0.5 * env.terrain_tile_size
         down = (walked < 0.5 * asked) & ~up
         level = self.level + up.long() - down.long()
@@ -70,6 +75,14 @@ class TerrainCurriculum:
     def log_totals(self) -> dict[str, tuple[float, float]]:
         """Sums and counts whose ratio ``env.log`` reports (summed over ranks when distributed)."""
         return {"Curriculum/terrain_level": (float(self.level[:self.num_envs].sum()), float(self.num_envs))}
+
+
+def commanded_distance(v: Tensor, wz: Tensor, seconds: float) -> Tensor:
+    """Straight-line distance (m) covered in ``seconds`` by a robot that tracks the base-frame
+    velocity ``v`` (lanes, 2) and yaw rate ``wz`` (lanes,) exactly: the chord of an arc,
+    ``|v| 2 |sin(wz t / 2) / wz|``, and ``|v| t`` without turning."""
+    half = wz * (seconds / 2)
+    return v.norm(dim=-1) * seconds * torch.sinc(half / math.pi).abs()
 
 
 def scan_points(size: tuple[float, float], resolution: float) -> Tensor:
