@@ -1,6 +1,8 @@
 """The velocity-tracking family: every task steps with random actions and stays finite; play mode
 turns noise, pushes, randomisation and delay off; the quadruped's terms read real physics."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -48,14 +50,20 @@ def test_vector_kernels_where_terms_do_much_per_lane():
         assert set(cfg.vector_kernels) == scans, task
         for groups in [(), ("policy",), ("critic",), ("policy", "critic")]:
             assert cfg.vector_graph(groups) == bool(scans & set(groups)), (task, groups)
-    assert task_config("G1WalkRough").vector_kernels == ("critic",)  # its policy observes no scan
+    assert task_config("G1WalkRough").vector_kernels == ()  # neither its policy nor its critic observes a scan
+    assert task_config("G1WalkStairs").vector_kernels == ("policy", "critic")
     assert all(task_config(t).vector_kernels == ("tracking" in TASKS[t].family) for t in TASKS if t not in WALK)
 
 
 def test_each_graph_is_compiled_with_vector_code_only_where_it_observes_a_scan():
+    from motrix_gym.manager.terms import ObservationTerm
+    from motrix_gym.mdp.terrain import height_scan
     from motrix_gym.vector_env import build_runtime
 
-    rt = build_runtime(task_config("G1WalkRough"), 2, compile=True)  # graphs set up, none compiled yet
+    cfg = task_config("G1WalkRough")  # with a scan its critic alone observes
+    critic = (*cfg.observations["critic"], ObservationTerm("height_scan", height_scan))
+    cfg = dataclasses.replace(cfg, observations={**cfg.observations, "critic": critic}, vector_kernels=("critic",))
+    rt = build_runtime(cfg, 2, compile=True)  # graphs set up, none compiled yet
     simd = {g.name: "cpp.simdlen" not in g._options for g in rt.graphs(("policy", "critic"))}
     simd["step[policy]"] = "cpp.simdlen" not in rt.step_graph(("policy",))._options
     assert simd == {"step[policy,critic]": True, "step[policy]": False, "reset": False, "observe[policy]": False,
