@@ -96,8 +96,7 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
     )
     critic = (
         Obs("base_lin_vel", obs.base_lin_vel),
-        *(Obs(t.name, t.func, params=t.params, scale=t.scale) for t in policy if t.name != "height_scan"),
-        *((Obs("height_scan", height_scan),) if scan else ()),
+        *(Obs(t.name, t.func, params=t.params, scale=t.scale) for t in policy),  # the policy's, without noise
     )
     cmds = (
         *(() if flat else (CommandTerm("terrain", TerrainCurriculum, params={"command": VEL, "enabled": not play}),)),
