@@ -4,16 +4,18 @@ import numpy as np
 import pytest
 from stable_baselines3 import PPO
 from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.logger import configure
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize
 
 from conftest import ENV_ID, make
 from motrix_gym.integrations.sb3 import Sb3VecEnv, make_sb3
 
 
-def test_ppo_trains_under_vecmonitor_and_evaluates():
+def test_ppo_trains_under_vecmonitor_and_evaluates(tmp_path):
     venv = VecMonitor(make_sb3(ENV_ID, num_envs=16, compile=False))
     assert isinstance(venv.unwrapped, VecEnv)
     model = PPO("MlpPolicy", venv, n_steps=256, batch_size=1024, n_epochs=2, seed=0, device="cpu")
+    model.set_logger(configure(str(tmp_path), []))  # SB3's default logger leaves a folder in the system temp dir
     model.learn(total_timesteps=4096)
     assert model.num_timesteps >= 4096
     mean, std = evaluate_policy(model, venv, n_eval_episodes=4)
