@@ -108,7 +108,8 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     budget = {"iterations": args.iterations} if args.iterations is not None else {"minutes": args.minutes or 20.0}
     res = train(_id(args.env_id), num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir,
-                resume=args.resume, compile=args.compile, eval_lanes=args.eval_lanes, device=args.device, **budget)
+                resume=args.resume, start_from=args.start_from, compile=args.compile, eval_lanes=args.eval_lanes,
+                device=args.device, **budget)
     s = res.summary
     print(f"\n{res.iterations} iterations, {res.env_steps:,} env steps in {res.seconds / 60:.1f} min; "
           f"run directory {res.run_dir}")
@@ -194,7 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     budget.add_argument("--iterations", type=count(1), default=None, help="PPO iterations")
     tr.add_argument("--seed", type=SEED, default=0)
     tr.add_argument("--log-dir", default="logs")
-    tr.add_argument("--resume", default=None, metavar="CHECKPOINT", help="continue from a model_<it>.pt")
+    start = tr.add_mutually_exclusive_group()
+    start.add_argument("--resume", default=None, metavar="CHECKPOINT", help="continue from a model_<it>.pt")
+    start.add_argument("--start-from", default=None, metavar="CHECKPOINT",
+                       help="start from the models of another task's model_<it>.pt (e.g. rough ground for stairs)")
     tr.add_argument("--eval-lanes", type=count(0), default=64,
                     help="lanes of the final comparison with random and zero actions (0: none)")
     tr.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)

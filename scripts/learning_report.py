@@ -32,6 +32,9 @@ def row(run: Path) -> str:
     terms = (f"{key}: {1e3 * e['policy']['reward_terms'][key]:.2f} / {1e3 * e['random']['reward_terms'][key]:.2f}"
              f" / {1e3 * e['zero']['reward_terms'][key]:.2f}") if key else ""
     budget = f"--minutes {cfg['minutes']:g}" if cfg.get("minutes") else f"--iterations {cfg['iterations']}"
+    if cfg.get("started_from"):  # the source run's folder, as its own row names it
+        source = Path(cfg["started_from"])
+        budget += f" --start-from logs/{source.parts[-3]}/<run>/{source.name}"
     return (f"| `{s['env_id']}` | `train {s['env_id']} {budget}` ({cfg['ppo']['num_envs']} lanes) | "
             f"{s['train_seconds'] / 60:.0f} min, {s['env_steps'] / 1e6:.1f} M steps | "
             f"{s['final_train_mean_return']:.2f} / {s['final_train_mean_episode_length']:.0f} | "

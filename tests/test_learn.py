@@ -1,5 +1,6 @@
 """train and play: every task trains for two tiny iterations and plays a few steps; resume,
-ONNX export and the refusal of checkpoints that carry code."""
+ONNX export, starting from another task's checkpoint, and the refusal of checkpoints that carry
+code."""
 
 import json
 import subprocess
@@ -53,6 +54,49 @@ def test_resume_continues_iterations_and_optimizer(tmp_path):
         with pytest.raises(ValueError, match=why):  # before any frame is made
             play(env_id("G1WalkFlat"), first.checkpoint, out=bad, progress=False)
     assert not (tmp_path / "missing").exists()
+
+
+def test_start_from_another_task_keeps_its_models_and_starts_blind_to_new_terms(tmp_path):
+    from tensordict import TensorDict
+
+    from motrix_gym.integrations.rsl_rl import make_rsl_rl
+    from motrix_gym.learn.model_init import check_init_from, init_from
+    from motrix_gym.learn.train import make_runner
+
+    rough = train(env_id("Go1WalkRough"), iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0,
+                  progress=False, config=tiny("Go1WalkRough"))
+    cfg = tiny("Go1WalkStairs")
+    stairs = make_rsl_rl(env_id("Go1WalkStairs"), num_envs=4, compile=False, progress=False)
+    alg = make_runner(stairs, cfg).alg
+    init_from(alg, stairs, cfg, check_init_from(env_id("Go1WalkStairs"), cfg, rough.checkpoint))
+    source = make_rsl_rl(env_id("Go1WalkRough"), num_envs=4, compile=False, progress=False)
+    old = make_runner(source, tiny("Go1WalkRough")).alg
+    old.load(checkpoint.load(rough.checkpoint), None, strict=True)
+    obs = stairs.get_observations()
+    for model, group in (("actor", "policy"), ("critic", "critic")):
+        scan = stairs.env.runtime.observation_columns(group)["height_scan"]
+        assert scan == slice(obs[group].shape[1] - 187, obs[group].shape[1])  # the new term
+        seen = TensorDict({group: obs[group][:, :scan.start]}, batch_size=[4])
+        other = obs.clone()
+        other[group][:, scan] += torch.linspace(-1, 1, 187)
+        with torch.no_grad():
+            assert torch.allclose(getattr(alg, model)(obs), getattr(old, model)(seen), atol=1e-6)
+            assert torch.equal(getattr(alg, model)(obs), getattr(alg, model)(other))  # blind to the scan
+        assert int(getattr(alg, model).obs_normalizer.count) == 0  # its statistics follow the new task
+    for env in (stairs, source):
+        env.close()
+    res = train(env_id("Go1WalkStairs"), iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0,
+                progress=False, config=cfg, start_from=rough.checkpoint)
+    assert json.loads((res.run_dir / "config.json").read_text())["started_from"] == str(rough.checkpoint)
+    for task, start, why in (("Go1WalkRough", res.checkpoint, r"its actor observed \['height_scan'\]"),
+                             ("G1WalkFlat", rough.checkpoint, "trained on Motrix/Go1WalkRough-v0 .*has a Unitree G1")):
+        with pytest.raises(ValueError, match=why):
+            train(env_id(task), iterations=1, log_dir=tmp_path / "bad", compile=False, progress=False,
+                  config=tiny(task), start_from=start)
+    with pytest.raises(ValueError, match="at most one of resume and start_from"):
+        train(env_id("Go1WalkRough"), iterations=1, log_dir=tmp_path / "bad", resume=rough.checkpoint,
+              start_from=rough.checkpoint)
+    assert not (tmp_path / "bad").exists()
 
 
 def test_onnx_export_reproduces_the_policy(tmp_path):

@@ -29,6 +29,7 @@ from motrix_gym.arguments import is_int
 from motrix_gym.learn import checkpoint
 from motrix_gym.learn.config import PpoConfig
 from motrix_gym.learn.evaluate import evaluate
+from motrix_gym.learn.model_init import check_init_from, init_from
 from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.rng import check_seed
 
@@ -82,11 +83,14 @@ def make_algorithm(env: Any, cfg: PpoConfig, rank: int, world: int, device: str 
 
 
 def train(env_id: str, num_envs: int | None = None, minutes: float | None = None, iterations: int | None = None,
-          seed: int = 0, log_dir: str | Path = "logs", resume: str | Path | None = None, compile: bool = True,
+          seed: int = 0, log_dir: str | Path = "logs", resume: str | Path | None = None,
+          start_from: str | Path | None = None, compile: bool = True,
           eval_lanes: int = 64, progress: bool = True, config: PpoConfig | None = None,
           distributed: bool = False, device: str = "cpu") -> TrainResult:
     """Train ``env_id`` for ``minutes`` of wall time or ``iterations`` PPO iterations (exactly one of
-    them), starting from ``resume`` (a checkpoint) or from scratch.
+    them), continuing ``resume`` (a checkpoint of this task), from the models of ``start_from`` (a
+    checkpoint of another task of the same robot whose observations this task's include:
+    ``learn/model_init.py``) or from scratch.
 
     ``distributed``: this process is one rank of torch.distributed's default process group (the
     caller initialised it); every rank runs ``num_envs`` lanes of one environment
@@ -108,6 +112,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     if iterations is not None and not (is_int(iterations) and iterations >= 1):
         raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
     check_seed(seed)
+    if resume is not None and start_from is not None:
+        raise ValueError("give at most one of resume and start_from")
     if not (is_int(eval_lanes) and eval_lanes >= 0):
         raise ValueError(f"eval_lanes must be an int >= 0 (0: no final comparison), got {eval_lanes!r}")
     ranks = Ranks.default_group() if distributed else Ranks()
@@ -124,6 +130,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     cfg = config or default_config(env_id)
     if num_envs is not None:
         cfg = cfg.with_(num_envs=num_envs)
+    start = check_init_from(env_id, cfg, start_from) if start_from is not None else None
 
     torch.manual_seed(seed + rank)
     run_dir = None
@@ -131,7 +138,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         run_dir = _new_run_dir(Path(log_dir) / env_id.split("/")[-1].removesuffix("-v0"))
         (run_dir / "config.json").write_text(json.dumps({
             "env_id": env_id, "seed": seed, "ranks": world, "minutes": minutes, "iterations": iterations,
-            "ppo": cfg.as_dict(), "resumed_from": str(resume) if resume else None}, indent=1))
+            "ppo": cfg.as_dict(), "resumed_from": str(resume) if resume else None,
+            "started_from": str(start_from) if start_from else None}, indent=1))
     env = make_rsl_rl(env_id, num_envs=cfg.num_envs, seed=seed, compile=compile, progress=progress and lead,
                       distributed=distributed, device=device)
     device = str(env.device)
@@ -141,6 +149,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     else:
         runner = make_runner(env, cfg, device)
         alg = runner.alg
+    if start is not None:
+        init_from(alg, env, cfg, start)
     if state is not None:
         alg.load(state, None, strict=True)
     writer = SummaryWriter(str(run_dir), flush_secs=10) if lead else None

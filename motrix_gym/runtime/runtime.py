@@ -349,6 +349,14 @@ class TorchManagerRuntime:
             if away is not None:
                 away.close()
 
+    def observation_columns(self, group: str) -> dict[str, slice]:
+        """Each term of observation group ``group`` and its columns in the group's vector."""
+        columns, start = {}, 0
+        for t, d in zip(self.program.observations[group], self.obs_dims[group]):
+            columns[t.name] = slice(start, start + d)
+            start += d
+        return columns
+
     # ----------------------------------------------------------------------------- validation
     def _probe(self, group: str, terms: tuple[ResolvedTerm, ...]) -> list[int]:
         dims = []

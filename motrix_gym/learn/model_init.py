@@ -1,0 +1,95 @@
+"""``train --start-from``: a task's actor and critic start from the models of another task's
+checkpoint of the same robot (a policy trained on rough ground starting on stairs).
+
+Each model reads one observation group (``PpoConfig.to_rsl_rl``'s ``obs_groups``); its first
+layer's input columns are the group's terms in order (``TorchManagerRuntime.observation_columns``).
+``check_init_from`` needs only the task configs and the checkpoint, so that ``train`` refuses bad
+input before it writes anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from motrix_gym.learn import checkpoint
+from motrix_gym.learn.config import PpoConfig
+
+# the normaliser's per-column statistics, which move with their columns like the first layer's weights
+_COLUMNS = ("mlp.0.weight", "obs_normalizer._mean", "obs_normalizer._var", "obs_normalizer._std")
+
+
+def _groups(cfg: PpoConfig) -> dict[str, str]:
+    """Each model (``"actor"``, ``"critic"``) and the observation group it reads."""
+    return {model: group for model, (group,) in cfg.to_rsl_rl()["obs_groups"].items()}
+
+
+def _terms(env_id: str, group: str) -> list[str]:
+    from motrix_gym.envs import task_config, task_name
+
+    return [t.name for t in task_config(task_name(env_id)).observations[group]]
+
+
+def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path) -> dict[str, Any]:
+    """The checkpoint at ``path``, if ``env_id``'s models can start from it: the same robot, hidden
+    layers and activation, and each model's observation terms a subset of the new task's (a term
+    the checkpoint did not observe starts blind). Otherwise a ValueError saying what differs."""
+    from motrix_gym.envs import TASKS, task_name
+
+    ckpt = checkpoint.load(path)
+    source = ckpt["infos"]["env_id"]
+    robots = TASKS[task_name(source)].robot, TASKS[task_name(env_id)].robot
+    if robots[0] != robots[1]:
+        raise ValueError(f"init from {str(path)!r}: it was trained on {source} ({robots[0]}), "
+                         f"{env_id} has a {robots[1]}")
+    old = PpoConfig.from_dict(ckpt["infos"]["ppo"])
+    for field in ("actor_hidden", "critic_hidden", "activation", "obs_normalization"):
+        if getattr(old, field) != getattr(cfg, field):
+            raise ValueError(f"init from {str(path)!r}: its {field} is {getattr(old, field)!r}, "
+                             f"{env_id} trains with {getattr(cfg, field)!r}")
+    for model, group in _groups(cfg).items():
+        extra = sorted(set(_terms(source, group)) - set(_terms(env_id, group)))
+        if extra:
+            raise ValueError(f"init from {str(path)!r}: its {model} observed {extra}, which {env_id}'s "
+                             f"{group!r} observations lack")
+    return ckpt
+
+
+def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any]) -> None:
+    """Load ``ckpt`` (from ``check_init_from``) into ``alg``'s actor and critic: each term's
+    first-layer weights and normaliser statistics move to the term's columns in the new task,
+    columns of terms it did not observe keep zero weights; every other weight is copied (a
+    shape that differs, such as another action count, is a ValueError). The normalisers'
+    counts restart, so that their statistics follow the new task's observations from the first
+    iteration. The optimizer and iteration count start afresh."""
+    rt = env.env.runtime
+    source = ckpt["infos"]["env_id"]
+    for model, group in _groups(cfg).items():
+        columns = rt.observation_columns(group)
+        old, start = {}, 0
+        for name in _terms(source, group):
+            width = columns[name].stop - columns[name].start
+            old[name], start = slice(start, start + width), start + width
+        saved = ckpt[f"{model}_state_dict"]
+        if saved["mlp.0.weight"].shape[1] != start:
+            raise ValueError(f"init from {source}: its {model} read {saved['mlp.0.weight'].shape[1]} inputs, "
+                             f"its terms are {start} wide here")
+        module = getattr(alg, model)
+        state = module.state_dict()
+        for key, value in saved.items():
+            if key in _COLUMNS and key in state:
+                state[key] = state[key].clone()
+                if key == "mlp.0.weight":
+                    state[key].zero_()
+                for name, cols in old.items():
+                    state[key][:, columns[name]] = value[:, cols]
+            elif key == "obs_normalizer.count":
+                state[key] = torch.zeros_like(value)
+            else:
+                state[key] = value
+        try:
+            module.load_state_dict(state, strict=True)
+        except RuntimeError as e:
+            raise ValueError(f"init from {source}: its {model} does not fit this task's: {e}") from None
