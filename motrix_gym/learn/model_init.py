@@ -42,17 +42,17 @@ def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path) -> dict[str, 
     source = ckpt["infos"]["env_id"]
     robots = TASKS[task_name(source)].robot, TASKS[task_name(env_id)].robot
     if robots[0] != robots[1]:
-        raise ValueError(f"init from {str(path)!r}: it was trained on {source} ({robots[0]}), "
+        raise ValueError(f"start from {str(path)!r}: it was trained on {source} ({robots[0]}), "
                          f"{env_id} has a {robots[1]}")
     old = PpoConfig.from_dict(ckpt["infos"]["ppo"])
     for field in ("actor_hidden", "critic_hidden", "activation", "obs_normalization"):
         if getattr(old, field) != getattr(cfg, field):
-            raise ValueError(f"init from {str(path)!r}: its {field} is {getattr(old, field)!r}, "
+            raise ValueError(f"start from {str(path)!r}: its {field} is {getattr(old, field)!r}, "
                              f"{env_id} trains with {getattr(cfg, field)!r}")
     for model, group in _groups(cfg).items():
         extra = sorted(set(_terms(source, group)) - set(_terms(env_id, group)))
         if extra:
-            raise ValueError(f"init from {str(path)!r}: its {model} observed {extra}, which {env_id}'s "
+            raise ValueError(f"start from {str(path)!r}: its {model} observed {extra}, which {env_id}'s "
                              f"{group!r} observations lack")
     return ckpt
 
@@ -74,7 +74,7 @@ def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any]) -> None:
             old[name], start = slice(start, start + width), start + width
         saved = ckpt[f"{model}_state_dict"]
         if saved["mlp.0.weight"].shape[1] != start:
-            raise ValueError(f"init from {source}: its {model} read {saved['mlp.0.weight'].shape[1]} inputs, "
+            raise ValueError(f"start from {source}: its {model} read {saved['mlp.0.weight'].shape[1]} inputs, "
                              f"its terms are {start} wide here")
         module = getattr(alg, model)
         state = module.state_dict()
@@ -92,4 +92,4 @@ def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any]) -> None:
         try:
             module.load_state_dict(state, strict=True)
         except RuntimeError as e:
-            raise ValueError(f"init from {source}: its {model} does not fit this task's: {e}") from None
+            raise ValueError(f"start from {source}: its {model} does not fit this task's: {e}") from None
