@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from motrix_gym.arguments import SEED, amount, count
+from motrix_gym.arguments import SEED, amount, count, device_name
 from motrix_gym.sim.backend import BACKENDS
 
 
@@ -176,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--backend", choices=BACKENDS, default=None,
                      help="simulation backend (default: warp on a CUDA device, else mujoco; warp needs "
                           "pip install '.[warp]')")
-    run.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N (backend warp: everything on the GPU)")
+    run.add_argument("--device", type=device_name, default="cpu",
+                     help="cpu, or cuda / cuda:N (backend warp: everything on the GPU)")
     run.set_defaults(func=cmd_run)
     render = sub.add_parser("render", help="write a GIF of a rollout")
     render.add_argument("env_id")
@@ -202,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--eval-lanes", type=count(0), default=64,
                     help="lanes of the final comparison with random and zero actions (0: none)")
     tr.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
-    tr.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N (simulation, runtime and policy on the GPU)")
+    tr.add_argument("--device", type=device_name, default="cpu",
+                    help="cpu, or cuda / cuda:N (simulation, runtime and policy on the GPU)")
     tr.set_defaults(func=cmd_train)
     pl = sub.add_parser("play", help="watch a trained policy (play mode, rendered off-screen)")
     pl.add_argument("env_id")

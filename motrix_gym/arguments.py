@@ -1,15 +1,17 @@
 """Checks of the values users pass: ``is_int`` for the API's counts, lanes and seeds, and the
-command line's argument types that check a number's range, so that a bad value is argparse's
+command line's argument types that check a number's range or a device's name, so that a bad value is argparse's
 one-line error naming the option, before anything runs.
 
     p.add_argument("--steps", type=count(1), default=200)
     p.add_argument("--minutes", type=amount(positive=True))
+    p.add_argument("--device", type=device_name, default="cpu")
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 
 
@@ -49,3 +51,17 @@ def amount(positive: bool) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def device_name(text: str) -> str:
+    """``cpu``, ``cuda`` or ``cuda:N``, where this machine has that device."""
+    if re.fullmatch(r"cpu|cuda(:[0-9]+)?", text) is None:
+        raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
+    if text != "cpu":
+        import torch
+
+        index = int(text.partition(":")[2] or 0)
+        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            raise argparse.ArgumentTypeError(f"{text} is not available here ({torch.cuda.device_count()} CUDA "
+                                             f"device(s))")
+    return text

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from motrix_gym.arguments import count
+from motrix_gym.arguments import count, device_name
 from motrix_gym.sim.backend import BACKENDS
 
 
@@ -56,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nthread", type=count(1), default=None)
     p.add_argument("--backend", choices=BACKENDS, default=None,
                    help="simulation backend (default: warp on a CUDA device, else mujoco)")
-    p.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N (backend warp)")
+    p.add_argument("--device", type=device_name, default="cpu", help="cpu, or cuda / cuda:N (backend warp)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--current-kinematics", action=argparse.BooleanOptionalAction, default=True,
                    help="bring body frames and sensors to the new state after stepping (default)")

@@ -162,6 +162,8 @@ def test_finite_actions_beyond_float32_are_clipped_not_refused(huge):
     (["play", "G1WalkFlat", "--checkpoint", "c.pt", "--width", "9000"], "--width: must be in [1, 8192]"),
     (["bench", "G1WalkFlat", "--repeats", "0"], "--repeats: must be >= 1"),
     (["bench", "G1WalkFlat", "--num-envs", "8", "-3"], "--num-envs: must be >= 1, got -3"),
+    (["run", "G1WalkFlat", "--device", "tpu"], "--device: expected cpu, cuda or cuda:N, got 'tpu'"),
+    (["train", "G1WalkFlat", "--device", "cuda:99"], "--device: cuda:99 is not available here"),
 ])
 def test_bad_command_line_numbers_are_argparse_errors(argv, option, tmp_path, capsys):
     """Named in one line, before anything runs or is written (argparse exits with 2)."""

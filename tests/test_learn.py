@@ -165,6 +165,7 @@ def test_cli_train_then_play_writes_a_gif(tmp_path):
     ({"eval_lanes": -1}, "eval_lanes must be an int >= 0"), ({"eval_lanes": True}, "eval_lanes must be an int >= 0"),
     ({"iterations": True}, "iterations must be an int >= 1"), ({"iterations": 0}, "iterations must be an int >= 1"),
     ({"iterations": None, "minutes": float("nan")}, "minutes must be > 0"),
+    ({"device": "tpu"}, "device must be a torch device"),
 ])
 def test_bad_train_arguments_are_refused_before_anything_is_written(bad, message, tmp_path):
     kwargs = {"iterations": 1, "compile": False, "progress": False, "eval_lanes": 0, "log_dir": tmp_path, **bad}

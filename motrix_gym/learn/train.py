@@ -133,26 +133,25 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     start = check_init_from(env_id, cfg, start_from) if start_from is not None else None
 
     torch.manual_seed(seed + rank)
-    run_dir = None
-    if lead:
-        run_dir = _new_run_dir(Path(log_dir) / env_id.split("/")[-1].removesuffix("-v0"))
-        (run_dir / "config.json").write_text(json.dumps({
-            "env_id": env_id, "seed": seed, "ranks": world, "minutes": minutes, "iterations": iterations,
-            "ppo": cfg.as_dict(), "resumed_from": str(resume) if resume else None,
-            "started_from": str(start_from) if start_from else None}, indent=1))
     env = make_rsl_rl(env_id, num_envs=cfg.num_envs, seed=seed, compile=compile, progress=progress and lead,
                       distributed=distributed, device=device)
-    device = str(env.device)
-    runner = None
-    if distributed:
-        alg = make_algorithm(env, cfg, rank, world, device)
-    else:
-        runner = make_runner(env, cfg, device)
-        alg = runner.alg
-    if start is not None:
-        init_from(alg, env, cfg, start)
-    if state is not None:
-        alg.load(state, None, strict=True)
+    try:  # a run that cannot start closes its env and leaves no folder
+        device = str(env.device)
+        alg = make_algorithm(env, cfg, rank, world, device) if distributed else make_runner(env, cfg, device).alg
+        if start is not None:
+            init_from(alg, env, cfg, start)
+        if state is not None:
+            alg.load(state, None, strict=True)
+        run_dir = None
+        if lead:
+            run_dir = _new_run_dir(Path(log_dir) / env_id.split("/")[-1].removesuffix("-v0"))
+            (run_dir / "config.json").write_text(json.dumps({
+                "env_id": env_id, "seed": seed, "ranks": world, "minutes": minutes, "iterations": iterations,
+                "ppo": cfg.as_dict(), "resumed_from": str(resume) if resume else None,
+                "started_from": str(start_from) if start_from else None}, indent=1))
+    except BaseException:
+        env.close()
+        raise
     writer = SummaryWriter(str(run_dir), flush_secs=10) if lead else None
     meta = {"env_id": env_id, "seed": seed, "ppo": cfg.as_dict()}
     rows: list[dict[str, float]] = []
