@@ -93,6 +93,15 @@ def cmd_render(args: argparse.Namespace) -> None:
     print(f"wrote {len(frames)} frames to {args.out}")
 
 
+def _ppo_setting(text: str) -> tuple[str, object]:
+    from motrix_gym.learn.config import PpoConfig
+
+    try:
+        return PpoConfig.parse_setting(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _require_train_extra() -> None:
     import importlib.util
 
@@ -109,7 +118,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     budget = {"iterations": args.iterations} if args.iterations is not None else {"minutes": args.minutes or 20.0}
     res = train(_id(args.env_id), num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir,
                 resume=args.resume, start_from=args.start_from, compile=args.compile, eval_lanes=args.eval_lanes,
-                device=args.device, **budget)
+                ppo=dict(args.ppo), device=args.device, **budget)
     s = res.summary
     print(f"\n{res.iterations} iterations, {res.env_steps:,} env steps in {res.seconds / 60:.1f} min; "
           f"run directory {res.run_dir}")
@@ -202,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="start from the models of another task's model_<it>.pt (e.g. rough ground for stairs)")
     tr.add_argument("--eval-lanes", type=count(0), default=64,
                     help="lanes of the final comparison with random and zero actions (0: none)")
+    tr.add_argument("--ppo", type=_ppo_setting, action="append", default=[], metavar="NAME=VALUE",
+                    help="change one of the run's PPO settings (repeatable): learning_rate=3e-4, "
+                         "actor_hidden=512,256,128, entropy_coef=0.005, ...")
     tr.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     tr.add_argument("--device", type=device_name, default="cpu",
                     help="cpu, or cuda / cuda:N (simulation, runtime and policy on the GPU)")
@@ -224,6 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(bench)
     bench.set_defaults(func=cmd_bench)
     args = parser.parse_args(argv)
+    if args.cmd == "train":
+        names = [name for name, _ in args.ppo] + (["num_envs"] if args.num_envs is not None else [])
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            tr.error(f"argument --ppo: {twice} given twice (--num-envs sets num_envs)")
     try:
         args.func(args)
     except Exception as e:

@@ -164,6 +164,9 @@ def test_finite_actions_beyond_float32_are_clipped_not_refused(huge):
     (["bench", "G1WalkFlat", "--num-envs", "8", "-3"], "--num-envs: must be >= 1, got -3"),
     (["run", "G1WalkFlat", "--device", "tpu"], "--device: expected cpu, cuda or cuda:N, got 'tpu'"),
     (["train", "G1WalkFlat", "--device", "cuda:99"], "--device: cuda:99 is not available here"),
+    (["train", "G1WalkFlat", "--ppo", "gamma=2"], "--ppo: PpoConfig.gamma must be a finite number in (0, 1]"),
+    (["train", "G1WalkFlat", "--ppo", "lr=1e-3"], "--ppo: expected NAME=VALUE with NAME one of"),
+    (["train", "G1WalkFlat", "--num-envs", "8", "--ppo", "num_envs=16"], "--ppo: ['num_envs'] given twice"),
 ])
 def test_bad_command_line_numbers_are_argparse_errors(argv, option, tmp_path, capsys):
     """Named in one line, before anything runs or is written (argparse exits with 2)."""

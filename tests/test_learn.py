@@ -56,6 +56,53 @@ def test_resume_continues_iterations_and_optimizer(tmp_path):
     assert not (tmp_path / "missing").exists()
 
 
+def test_ppo_settings_change_by_name_and_a_resumed_run_keeps_its_models(tmp_path):
+    first = train(env_id("G1WalkFlat"), iterations=1, log_dir=tmp_path / "a", compile=False, eval_lanes=0,
+                  progress=False, config=tiny("G1WalkFlat"), ppo={"learning_rate": 3e-4, "schedule": "fixed"})
+    saved = json.loads((first.run_dir / "config.json").read_text())["ppo"]
+    assert (saved["learning_rate"], saved["schedule"], saved["num_envs"]) == (3e-4, "fixed", 4)
+    assert checkpoint.load(first.checkpoint)["optimizer_state_dict"]["param_groups"][0]["lr"] == 3e-4
+    second = train(env_id("G1WalkFlat"), iterations=1, log_dir=tmp_path / "b", compile=False, eval_lanes=0,
+                   progress=False, resume=first.checkpoint, ppo={"learning_rate": 1e-4, "entropy_coef": 0.0})
+    assert checkpoint.load(second.checkpoint)["optimizer_state_dict"]["param_groups"][0]["lr"] == 1e-4
+    assert json.loads((second.run_dir / "config.json").read_text())["ppo"]["entropy_coef"] == 0.0
+    for bad, why in (({"config": tiny("G1WalkFlat")}, "keeps its checkpoint's PPO settings"),
+                     ({"ppo": {"actor_hidden": (8,)}}, r"keeps its checkpoint's models: \['actor_hidden'\]"),
+                     ({"ppo": {"init_std": 0.5}}, r"\['init_std'\] cannot change"),
+                     ({"ppo": {"lr": 1e-4}}, r"unknown setting\(s\) \['lr'\]"),
+                     ({"ppo": {"gamma": 1.5}}, r"gamma must be a finite number in \(0, 1\]"),
+                     ({"ppo": {"num_envs": 8}, "num_envs": 8}, "not both")):
+        with pytest.raises(ValueError, match=why):
+            train(env_id("G1WalkFlat"), iterations=1, log_dir=tmp_path / "bad", resume=first.checkpoint, **bad)
+    assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("text, setting", [
+    ("learning_rate=3e-4", ("learning_rate", 3e-4)), ("actor_hidden=512,256,128", ("actor_hidden", (512, 256, 128))),
+    ("obs_normalization=false", ("obs_normalization", False)), ("activation=tanh", ("activation", "tanh")),
+    ("num_envs=8", ("num_envs", 8)), ("lam=0", ("lam", 0.0)),
+])
+def test_a_ppo_setting_is_read_as_its_field_type(text, setting):
+    from motrix_gym.learn.config import PpoConfig
+
+    assert PpoConfig.parse_setting(text) == setting
+
+
+@pytest.mark.parametrize("text, why", [
+    ("lr=1e-3", "NAME one of"), ("learning_rate", "NAME one of"), ("num_envs=2.5", "num_envs takes an int"),
+    ("num_envs=0", "num_envs must be an int >= 1"), ("gamma=0", r"gamma must be a finite number in \(0, 1\]"),
+    ("learning_rate=nan", "learning_rate must be a finite number > 0"), ("entropy_coef=-1", ">= 0"),
+    ("obs_normalization=1", "takes true or false"), ("actor_hidden=64,,32", "comma-separated ints"),
+    ("critic_hidden=64,0", "non-empty tuple of ints >= 1"), ("activation=ELU", "activation must be one of"),
+    ("schedule=cosine", "schedule must be one of"),
+])
+def test_a_bad_ppo_setting_is_refused_by_name(text, why):
+    from motrix_gym.learn.config import PpoConfig
+
+    with pytest.raises(ValueError, match=why):
+        PpoConfig.parse_setting(text)
+
+
 def test_start_from_another_task_keeps_its_models_and_starts_blind_to_new_terms(tmp_path):
     from tensordict import TensorDict
 

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from motrix_gym.arguments import is_int
+
+ACTIVATIONS = ("elu", "selu", "relu", "crelu", "lrelu", "tanh", "sigmoid", "softplus", "gelu", "swish", "mish",
+               "identity")  # rsl_rl's names
+SCHEDULES = ("adaptive", "fixed")
+# the settings that shape the models or their first parameters: a run that starts from a
+# checkpoint's models (resumed, or started from another task's) keeps the checkpoint's
+MODEL_FIELDS = ("actor_hidden", "critic_hidden", "activation", "init_std", "obs_normalization")
+_COUNTS = ("num_envs", "num_steps_per_env", "num_learning_epochs", "num_mini_batches", "save_interval")
+_NUMBERS: dict[str, tuple[str, Callable[[float], bool]]] = {
+    "init_std": ("> 0", lambda x: x > 0), "learning_rate": ("> 0", lambda x: x > 0),
+    "desired_kl": ("> 0", lambda x: x > 0), "clip_param": ("> 0", lambda x: x > 0),
+    "entropy_coef": (">= 0", lambda x: x >= 0), "value_loss_coef": (">= 0", lambda x: x >= 0),
+    "gamma": ("in (0, 1]", lambda x: 0 < x <= 1), "lam": ("in [0, 1]", lambda x: 0 <= x <= 1),
+    "max_grad_norm": ("> 0", lambda x: x > 0),
+}
 
 
 @dataclass(frozen=True)
@@ -20,7 +37,7 @@ class PpoConfig:
     init_std: float = 1.0
     obs_normalization: bool = True
     learning_rate: float = 1e-3
-    schedule: str = "adaptive"  # the learning rate follows the KL divergence towards desired_kl
+    schedule: str = "adaptive"  # the learning rate follows the KL divergence towards desired_kl; or "fixed"
     desired_kl: float = 0.01
     num_learning_epochs: int = 5
     num_mini_batches: int = 4
@@ -33,10 +50,24 @@ class PpoConfig:
     save_interval: int = 50  # iterations between checkpoints
 
     def __post_init__(self) -> None:
-        for name in ("num_envs", "num_steps_per_env", "num_learning_epochs", "num_mini_batches", "save_interval"):
+        for name in _COUNTS:
             value = getattr(self, name)
             if not is_int(value) or value < 1:
                 raise ValueError(f"PpoConfig.{name} must be an int >= 1, got {value!r}")
+        for name in ("actor_hidden", "critic_hidden"):
+            value = getattr(self, name)
+            if not (isinstance(value, tuple) and value and all(is_int(x) and x >= 1 for x in value)):
+                raise ValueError(f"PpoConfig.{name} must be a non-empty tuple of ints >= 1, got {value!r}")
+        for name, (bound, holds) in _NUMBERS.items():
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+                    and holds(value)):
+                raise ValueError(f"PpoConfig.{name} must be a finite number {bound}, got {value!r}")
+        for name, allowed in (("activation", ACTIVATIONS), ("schedule", SCHEDULES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"PpoConfig.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if not isinstance(self.obs_normalization, bool):
+            raise ValueError(f"PpoConfig.obs_normalization must be a bool, got {self.obs_normalization!r}")
 
     def with_(self, **changes: Any) -> PpoConfig:
         return replace(self, **changes)
@@ -65,6 +96,32 @@ class PpoConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def parse_setting(cls, text: str) -> tuple[str, Any]:
+        """``"name=value"`` as a field and its value, read as the field's type and checked as the
+        config checks it: ``learning_rate=3e-4``, ``actor_hidden=512,256,128``,
+        ``obs_normalization=false``. A ValueError says what is wrong."""
+        name, eq, raw = text.partition("=")
+        kinds = {f.name: f.type for f in fields(cls)}
+        if not eq or name not in kinds:
+            raise ValueError(f"expected NAME=VALUE with NAME one of {list(kinds)}, got {text!r}")
+        kind = kinds[name]
+        try:
+            if kind == "bool":
+                if raw not in ("true", "false"):
+                    raise ValueError
+                value: Any = raw == "true"
+            elif kind == "tuple[int, ...]":
+                value = tuple(int(x) for x in raw.split(","))
+            else:
+                value = {"int": int, "float": float, "str": str}[kind](raw)
+        except ValueError:
+            want = {"bool": "true or false", "tuple[int, ...]": "comma-separated ints", "int": "an int",
+                    "float": "a number", "str": "a name"}[kind]
+            raise ValueError(f"{name} takes {want}, got {raw!r}") from None
+        cls().with_(**{name: value})  # the field's own check, with the defaults around it
+        return name, value
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> PpoConfig:

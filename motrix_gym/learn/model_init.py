@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from motrix_gym.learn import checkpoint
-from motrix_gym.learn.config import PpoConfig
+from motrix_gym.learn.config import MODEL_FIELDS, PpoConfig
 
 # the normaliser's per-column statistics, which move with their columns like the first layer's weights
 _COLUMNS = ("mlp.0.weight", "obs_normalizer._mean", "obs_normalizer._var", "obs_normalizer._std")
@@ -33,9 +33,10 @@ def _terms(env_id: str, group: str) -> list[str]:
 
 
 def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path) -> dict[str, Any]:
-    """The checkpoint at ``path``, if ``env_id``'s models can start from it: the same robot, hidden
-    layers and activation, and each model's observation terms a subset of the new task's (a term
-    the checkpoint did not observe starts blind). Otherwise a ValueError saying what differs."""
+    """The checkpoint at ``path``, if ``env_id``'s models can start from it: the same robot and
+    model settings (``MODEL_FIELDS``), and each model's observation terms a subset of the new
+    task's (a term the checkpoint did not observe starts blind). Otherwise a ValueError saying what
+    differs."""
     from motrix_gym.envs import TASKS, task_name
 
     ckpt = checkpoint.load(path)
@@ -45,7 +46,7 @@ def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path) -> dict[str, 
         raise ValueError(f"start from {str(path)!r}: it was trained on {source} ({robots[0]}), "
                          f"{env_id} has a {robots[1]}")
     old = PpoConfig.from_dict(ckpt["infos"]["ppo"])
-    for field in ("actor_hidden", "critic_hidden", "activation", "obs_normalization"):
+    for field in MODEL_FIELDS:
         if getattr(old, field) != getattr(cfg, field):
             raise ValueError(f"start from {str(path)!r}: its {field} is {getattr(old, field)!r}, "
                              f"{env_id} trains with {getattr(cfg, field)!r}")

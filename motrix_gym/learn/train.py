@@ -27,7 +27,7 @@ import torch
 
 from motrix_gym.arguments import is_int
 from motrix_gym.learn import checkpoint
-from motrix_gym.learn.config import PpoConfig
+from motrix_gym.learn.config import MODEL_FIELDS, PpoConfig
 from motrix_gym.learn.evaluate import evaluate
 from motrix_gym.learn.model_init import check_init_from, init_from
 from motrix_gym.runtime.distributed import Ranks
@@ -86,11 +86,15 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
           seed: int = 0, log_dir: str | Path = "logs", resume: str | Path | None = None,
           start_from: str | Path | None = None, compile: bool = True,
           eval_lanes: int = 64, progress: bool = True, config: PpoConfig | None = None,
-          distributed: bool = False, device: str = "cpu") -> TrainResult:
+          ppo: dict[str, Any] | None = None, distributed: bool = False, device: str = "cpu") -> TrainResult:
     """Train ``env_id`` for ``minutes`` of wall time or ``iterations`` PPO iterations (exactly one of
     them), continuing ``resume`` (a checkpoint of this task), from the models of ``start_from`` (a
     checkpoint of another task of the same robot whose observations this task's include:
     ``learn/model_init.py``) or from scratch.
+
+    PPO settings: ``config`` (default: the task family's), or a resumed checkpoint's; ``ppo``
+    (``{"learning_rate": 3e-4}``) and ``num_envs`` change some of them. A run that starts from a
+    checkpoint's models keeps the settings that shape them (``config.MODEL_FIELDS``).
 
     ``distributed``: this process is one rank of torch.distributed's default process group (the
     caller initialised it); every rank runs ``num_envs`` lanes of one environment
@@ -120,16 +124,28 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     rank, world = ranks.rank, ranks.world
     lead = rank == 0
     start_it, state = 0, None
+    changes = dict(ppo or {})
+    if num_envs is not None:
+        if "num_envs" in changes:
+            raise ValueError("give num_envs or ppo['num_envs'], not both")
+        changes["num_envs"] = num_envs
+    unknown = sorted(set(changes) - set(PpoConfig.__dataclass_fields__))
+    if unknown:
+        raise ValueError(f"ppo: unknown setting(s) {unknown}; PpoConfig has {list(PpoConfig.__dataclass_fields__)}")
     if resume is not None:
+        if config is not None:
+            raise ValueError("a resumed run keeps its checkpoint's PPO settings: give ppo={name: value} to "
+                             "change some of them, not config")
+        kept = sorted(set(changes) & set(MODEL_FIELDS))
+        if kept:
+            raise ValueError(f"a resumed run keeps its checkpoint's models: {kept} cannot change")
         ckpt = checkpoint.load(resume)
         meta = ckpt["infos"]
         if meta["env_id"] != env_id:
             raise ValueError(f"checkpoint {str(resume)!r} was trained on {meta['env_id']}, not {env_id}")
         config = PpoConfig.from_dict(meta["ppo"])
         start_it, state = int(ckpt["iter"]) + 1, ckpt
-    cfg = config or default_config(env_id)
-    if num_envs is not None:
-        cfg = cfg.with_(num_envs=num_envs)
+    cfg = (config or default_config(env_id)).with_(**changes)
     start = check_init_from(env_id, cfg, start_from) if start_from is not None else None
 
     torch.manual_seed(seed + rank)
@@ -142,6 +158,10 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
             init_from(alg, env, cfg, start)
         if state is not None:
             alg.load(state, None, strict=True)
+            if "learning_rate" in changes:  # else the rate goes on from the optimizer's saved state
+                alg.learning_rate = cfg.learning_rate
+                for group in alg.optimizer.param_groups:
+                    group["lr"] = cfg.learning_rate
         run_dir = None
         if lead:
             run_dir = _new_run_dir(Path(log_dir) / env_id.split("/")[-1].removesuffix("-v0"))
