@@ -134,10 +134,14 @@ def cmd_train(args: argparse.Namespace) -> None:
 def cmd_play(args: argparse.Namespace) -> None:
     """Run a checkpoint's policy in play mode; write a video; print reward terms and errors."""
     _require_train_extra()
+    from motrix_gym.learn.checkpoint import latest
     from motrix_gym.learn.play import play
 
-    res = play(_id(args.env_id), args.checkpoint, out=args.out, lanes=args.lanes, steps=args.steps,
-               every=args.every, export=args.export, seed=args.seed, width=args.width, height=args.height)
+    env_id = _id(args.env_id)
+    path = args.checkpoint or latest(args.log_dir, env_id)
+    print(f"checkpoint: {path}")
+    res = play(env_id, path, out=args.out, lanes=args.lanes, steps=args.steps, every=args.every,
+               export=args.export, seed=args.seed, width=args.width, height=args.height)
     print(f"\n{res.steps} steps x {args.lanes} lanes, {res.episodes_ended} episodes ended")
     print("mean reward per env step, by term (weight * dt included):")
     for name, v in res.reward_terms.items():
@@ -220,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     tr.set_defaults(func=cmd_train)
     pl = sub.add_parser("play", help="watch a trained policy (play mode, rendered off-screen)")
     pl.add_argument("env_id")
-    pl.add_argument("--checkpoint", required=True)
+    pl.add_argument("--checkpoint", default=None,
+                    help="a model_<it>.pt (default: the last one of the newest run in --log-dir)")
+    pl.add_argument("--log-dir", default="logs", help="where train wrote the runs")
     pl.add_argument("--out", default=None, help="video.gif or video.mp4")
     pl.add_argument("--lanes", type=count(1), default=1, help="lanes run and tiled in the video")
     pl.add_argument("--steps", type=count(1), default=None, help="default: one episode, at most 10 s")

@@ -202,9 +202,26 @@ def test_cli_train_then_play_writes_a_gif(tmp_path):
     assert "random" in run.stdout and "zero" in run.stdout
     ckpt = next(tmp_path.glob("G1WalkFlat/*/model_1.pt"))
     gif = tmp_path / "walk.gif"
-    run = subprocess.run([*cli, "play", "Motrix/G1WalkFlat-v0", "--checkpoint", str(ckpt), "--out", str(gif),
+    run = subprocess.run([*cli, "play", "Motrix/G1WalkFlat-v0", "--log-dir", str(tmp_path), "--out", str(gif),
                           "--steps", "6", "--lanes", "2"], capture_output=True, text=True)
     assert run.returncode == 0 and gif.stat().st_size > 1000, run.stderr[-2000:]
+    assert f"checkpoint: {ckpt}" in run.stdout  # the newest run's last checkpoint
+
+
+def test_latest_checkpoint_is_the_last_of_the_newest_run_that_saved_one(tmp_path):
+    def touch(*names):
+        for name in names:
+            (tmp_path / "G1WalkFlat" / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "G1WalkFlat" / name).touch()
+
+    with pytest.raises(checkpoint.CheckpointError, match="no run of Motrix/G1WalkFlat-v0"):
+        checkpoint.latest(tmp_path, "Motrix/G1WalkFlat-v0")
+    touch("2026-01-01_00-00-00/model_9.pt", "2026-01-01_00-00-00/model_10.pt", "2026-01-01_00-00-00/curve.png")
+    assert checkpoint.latest(tmp_path, "Motrix/G1WalkFlat-v0").name == "model_10.pt"  # by number, not by name
+    touch("2026-01-01_00-00-00_2/model_3.pt", "2026-01-01_00-00-00_10/model_1.pt", "2026-01-02_00-00-00/config.json",
+          "notes/model_99.pt")
+    assert checkpoint.latest(tmp_path, "Motrix/G1WalkFlat-v0") == (
+        tmp_path / "G1WalkFlat" / "2026-01-01_00-00-00_10" / "model_1.pt")  # the newest run with a checkpoint
 
 
 @pytest.mark.parametrize("bad, message", [

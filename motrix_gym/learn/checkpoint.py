@@ -7,6 +7,7 @@ unpickles arbitrary objects, which runs whatever a downloaded file contains).
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,31 @@ FORMAT = "motrix-gym/rsl_rl-ppo/1"
 
 
 class CheckpointError(ValueError):
-    """A file that is not a motrix-gym checkpoint made of plain data."""
+    """A file that is not a motrix-gym checkpoint made of plain data, or no checkpoint where one
+    is looked for."""
+
+
+_RUN = re.compile(r"(\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d)(?:_(\d+))?")  # train's run folders: start time, suffix
+_MODEL = re.compile(r"model_(\d+)\.pt")
+
+
+def task_folder(log_dir: str | Path, env_id: str) -> Path:
+    """Where ``train`` puts the runs of ``env_id``: ``<log_dir>/<task>``."""
+    return Path(log_dir) / env_id.split("/")[-1].removesuffix("-v0")
+
+
+def latest(log_dir: str | Path, env_id: str) -> Path:
+    """The checkpoint of the highest iteration in the newest run of ``env_id`` under ``log_dir``
+    that saved one."""
+    folder = task_folder(log_dir, env_id)
+    runs = [(m.group(1), int(m.group(2) or 0), p) for p in (folder.iterdir() if folder.is_dir() else ())
+            if p.is_dir() and (m := _RUN.fullmatch(p.name))]
+    for *_, run in sorted(runs, reverse=True):
+        models = [(int(m.group(1)), p) for p in run.iterdir() if (m := _MODEL.fullmatch(p.name))]
+        if models:
+            return max(models)[1]
+    raise CheckpointError(f"no run of {env_id} under {str(folder)!r} has saved a model_<it>.pt: train it first, "
+                          f"or name a checkpoint")
 
 
 def save(path: Path, state: dict[str, Any], meta: dict[str, Any]) -> None:

@@ -164,7 +164,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                     group["lr"] = cfg.learning_rate
         run_dir = None
         if lead:
-            run_dir = _new_run_dir(Path(log_dir) / env_id.split("/")[-1].removesuffix("-v0"))
+            run_dir = _new_run_dir(checkpoint.task_folder(log_dir, env_id))
             (run_dir / "config.json").write_text(json.dumps({
                 "env_id": env_id, "seed": seed, "ranks": world, "minutes": minutes, "iterations": iterations,
                 "ppo": cfg.as_dict(), "resumed_from": str(resume) if resume else None,
