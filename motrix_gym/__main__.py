@@ -110,8 +110,9 @@ def _require_train_extra() -> None:
         sys.exit(f"error: train and play need {missing}: pip install -e \".[train]\"")
 
 
-def cmd_train(args: argparse.Namespace) -> None:
-    """Train with rsl_rl's PPO; print where the run went and how it compares with baselines."""
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train with rsl_rl's PPO; print where the run went and how it compares with baselines.
+    Ctrl-C ends the run after its last complete iteration, saved, and exits with 130."""
     _require_train_extra()
     from motrix_gym.learn.train import train
 
@@ -129,6 +130,10 @@ def cmd_train(args: argparse.Namespace) -> None:
         for name, e in s["eval"].items():
             print(f"  {name:<8} {e['mean_return']:>22.3f} {e['mean_episode_length']:>13.1f}")
     print(f"checkpoint: {res.checkpoint}")
+    if s["interrupted"]:
+        print("interrupted: stopped after the last complete iteration, without the final comparison")
+        return 130
+    return 0
 
 
 def cmd_play(args: argparse.Namespace) -> None:
@@ -248,13 +253,12 @@ def main(argv: list[str] | None = None) -> int:
         if twice:
             tr.error(f"argument --ppo: {twice} given twice (--num-envs sets num_envs)")
     try:
-        args.func(args)
+        return args.func(args) or 0
     except Exception as e:
         if not isinstance(e, _user_errors()):
             raise
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":

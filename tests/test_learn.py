@@ -3,8 +3,10 @@ ONNX export, starting from another task's checkpoint, and the refusal of checkpo
 code."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -206,6 +208,29 @@ def test_cli_train_then_play_writes_a_gif(tmp_path):
                           "--steps", "6", "--lanes", "2"], capture_output=True, text=True)
     assert run.returncode == 0 and gif.stat().st_size > 1000, run.stderr[-2000:]
     assert f"checkpoint: {ckpt}" in run.stdout  # the newest run's last checkpoint
+
+
+def test_ctrl_c_ends_a_run_with_its_last_complete_iteration_saved(tmp_path):
+    tiny_cli = [f"--ppo={k}={v}" for k, v in (("num_steps_per_env", 4), ("save_interval", 1), ("actor_hidden", 16),
+                                               ("critic_hidden", 16), ("num_learning_epochs", 1),
+                                               ("num_mini_batches", 1))]
+    run = subprocess.Popen([sys.executable, "-m", "motrix_gym", "train", "Motrix/G1WalkFlat-v0", "--iterations",
+                            "100000", "--num-envs", "4", "--no-compile", "--log-dir", str(tmp_path), *tiny_cli],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not list(tmp_path.glob("G1WalkFlat/*/model_2.pt")):
+        assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()[-2000:]
+        time.sleep(0.1)
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 130, err[-2000:]
+    run_dir = next(tmp_path.glob("G1WalkFlat/*"))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    done = summary["iterations"]
+    assert summary["interrupted"] and summary["eval"] is None and done >= 3
+    assert f"checkpoint: {run_dir / f'model_{done - 1}.pt'}" in out
+    assert checkpoint.load(run_dir / f"model_{done - 1}.pt")["iter"] == done - 1
+    assert len((run_dir / "progress.csv").read_text().splitlines()) == done + 1  # a header and a row each
 
 
 def test_latest_checkpoint_is_the_last_of_the_newest_run_that_saved_one(tmp_path):

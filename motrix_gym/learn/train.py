@@ -193,62 +193,71 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     bar = tqdm(total=iterations, desc=f"train {env_id}", unit="it", disable=not (progress and lead),
                dynamic_ncols=True)
     it, last, mine, everyone = start_it - 1, None, 0, 0
-    while _go_on(distributed, (iterations is None or it + 1 < start_it + iterations)
-                 and time.perf_counter() - t0 < budget):
-        it += 1
-        t_it = time.perf_counter()
-        ended_returns, ended_lengths = [], []
-        with torch.inference_mode():
-            for _ in range(cfg.num_steps_per_env):
-                actions = alg.act(obs)
-                obs, rewards, dones, extras = env.step(actions)
-                alg.process_env_step(obs, rewards, dones, extras)
-                ret += rewards
-                length += 1
-                ended = dones.nonzero().flatten()
-                if len(ended):
-                    ended_returns += ret[ended].tolist()
-                    ended_lengths += length[ended].tolist()
-                    ret[ended] = 0.0
-                    length[ended] = 0.0
-            alg.compute_returns(obs)
-        collect = time.perf_counter() - t_it
-        losses = alg.update()
-        seconds = time.perf_counter() - t_it
-        mine += len(ended_returns)
-        ended_returns, ended_lengths = _gather(distributed, ended_returns, ended_lengths)
-        everyone += len(ended_returns)
-        if not lead:
-            continue
-        returns.extend(ended_returns)
-        lengths.extend(ended_lengths)
-        row = {"iteration": it, "env_steps": (it - start_it + 1) * steps_per_it,
-               "seconds": time.perf_counter() - t0, "steps_per_s": steps_per_it / seconds,
-               "mean_return": _mean(returns), "mean_episode_length": _mean(lengths)}
-        rows.append(row)
-        for key, value in losses.items():
-            writer.add_scalar(f"Loss/{key}", value, it)
-        writer.add_scalar("Loss/learning_rate", alg.learning_rate, it)
-        writer.add_scalar("Policy/mean_std", float(alg.get_policy().output_std.detach().mean()), it)
-        writer.add_scalar("Perf/total_fps", row["steps_per_s"], it)
-        writer.add_scalar("Perf/collection_time", collect, it)
-        writer.add_scalar("Perf/learning_time", seconds - collect, it)
-        if returns:
-            writer.add_scalar("Train/mean_reward", row["mean_return"], it)
-            writer.add_scalar("Train/mean_episode_length", row["mean_episode_length"], it)
-        for key, value in extras.get("log", {}).items():  # summed over the ranks by the env
-            writer.add_scalar(key, value, it)
-        if (it - start_it + 1) % cfg.save_interval == 0:
-            last = save(it)
-        bar.update(1)
-        bar.set_postfix_str(f"return {row['mean_return']:.2f}  length {row['mean_episode_length']:.0f}  "
-                            f"{row['steps_per_s']:,.0f} steps/s  {row['seconds'] / 60:.1f} min")
+    completed, interrupted = it, False
+    try:  # Ctrl-C ends the run as its budget would, after the last iteration that completed
+        while _go_on(distributed, (iterations is None or it + 1 < start_it + iterations)
+                     and time.perf_counter() - t0 < budget):
+            it += 1
+            t_it = time.perf_counter()
+            ended_returns, ended_lengths = [], []
+            with torch.inference_mode():
+                for _ in range(cfg.num_steps_per_env):
+                    actions = alg.act(obs)
+                    obs, rewards, dones, extras = env.step(actions)
+                    alg.process_env_step(obs, rewards, dones, extras)
+                    ret += rewards
+                    length += 1
+                    ended = dones.nonzero().flatten()
+                    if len(ended):
+                        ended_returns += ret[ended].tolist()
+                        ended_lengths += length[ended].tolist()
+                        ret[ended] = 0.0
+                        length[ended] = 0.0
+                alg.compute_returns(obs)
+            collect = time.perf_counter() - t_it
+            losses = alg.update()
+            seconds = time.perf_counter() - t_it
+            mine += len(ended_returns)
+            ended_returns, ended_lengths = _gather(distributed, ended_returns, ended_lengths)
+            everyone += len(ended_returns)
+            if not lead:
+                continue
+            returns.extend(ended_returns)
+            lengths.extend(ended_lengths)
+            row = {"iteration": it, "env_steps": (it - start_it + 1) * steps_per_it,
+                   "seconds": time.perf_counter() - t0, "steps_per_s": steps_per_it / seconds,
+                   "mean_return": _mean(returns), "mean_episode_length": _mean(lengths)}
+            rows.append(row)
+            completed = it  # a run that is not distributed stops here on Ctrl-C at the latest
+            for key, value in losses.items():
+                writer.add_scalar(f"Loss/{key}", value, it)
+            writer.add_scalar("Loss/learning_rate", alg.learning_rate, it)
+            writer.add_scalar("Policy/mean_std", float(alg.get_policy().output_std.detach().mean()), it)
+            writer.add_scalar("Perf/total_fps", row["steps_per_s"], it)
+            writer.add_scalar("Perf/collection_time", collect, it)
+            writer.add_scalar("Perf/learning_time", seconds - collect, it)
+            if returns:
+                writer.add_scalar("Train/mean_reward", row["mean_return"], it)
+                writer.add_scalar("Train/mean_episode_length", row["mean_episode_length"], it)
+            for key, value in extras.get("log", {}).items():  # summed over the ranks by the env
+                writer.add_scalar(key, value, it)
+            if (it - start_it + 1) % cfg.save_interval == 0:
+                last = save(it)
+            bar.update(1)
+            bar.set_postfix_str(f"return {row['mean_return']:.2f}  length {row['mean_episode_length']:.0f}  "
+                                f"{row['steps_per_s']:,.0f} steps/s  {row['seconds'] / 60:.1f} min")
+    except KeyboardInterrupt:
+        if distributed:
+            raise
+        it, interrupted = completed, True
     bar.close()
     seconds = time.perf_counter() - t0
     done = it - start_it + 1
-    if done < 1:
-        raise RuntimeError("the time budget ended before the first iteration")
     env.close()
+    if done < 1:
+        if interrupted:
+            raise KeyboardInterrupt
+        raise RuntimeError("the time budget ended before the first iteration")
     if not lead:
         return TrainResult(None, None, done, done * steps_per_it, seconds, {}, mine)
     if last is None or last.name != f"model_{it}.pt":
@@ -258,8 +267,9 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
 
     summary = {"env_id": env_id, "ranks": world, "iterations": done, "env_steps": done * steps_per_it,
                "episodes": everyone, "train_seconds": seconds, "final_train_mean_return": rows[-1]["mean_return"],
-               "final_train_mean_episode_length": rows[-1]["mean_episode_length"], "eval": None}
-    if eval_lanes:
+               "final_train_mean_episode_length": rows[-1]["mean_episode_length"], "interrupted": interrupted,
+               "eval": None}
+    if eval_lanes and not interrupted:
         alg.eval_mode()
         summary["eval"] = evaluate(env_id, alg.get_policy(), lanes=eval_lanes, seed=seed + 1, progress=progress,
                                    device=device)
