@@ -96,6 +96,9 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     (``{"learning_rate": 3e-4}``) and ``num_envs`` change some of them. A run that starts from a
     checkpoint's models keeps the settings that shape them (``config.MODEL_FIELDS``).
 
+    Ctrl-C (a KeyboardInterrupt) ends a run that is not distributed as its budget would, at its
+    last complete iteration, saved; its summary says ``interrupted`` and has no final comparison.
+
     ``distributed``: this process is one rank of torch.distributed's default process group (the
     caller initialised it); every rank runs ``num_envs`` lanes of one environment
     (``distributed=True``) and PPO averages its gradients over the ranks. Rank 0 decides when the
