@@ -139,11 +139,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_play(args: argparse.Namespace) -> None:
     """Run a checkpoint's policy in play mode; write a video; print reward terms and errors."""
     _require_train_extra()
-    from motrix_gym.learn.checkpoint import latest
+    from motrix_gym.learn.checkpoint import latest, resolve
     from motrix_gym.learn.play import play
 
     env_id = _id(args.env_id)
-    path = args.checkpoint or latest(args.log_dir, env_id)
+    path = resolve(args.checkpoint) if args.checkpoint else latest(args.log_dir, env_id)
     print(f"checkpoint: {path}")
     res = play(env_id, path, out=args.out, lanes=args.lanes, steps=args.steps, every=args.every,
                export=args.export, seed=args.seed, width=args.width, height=args.height)
@@ -215,9 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--seed", type=SEED, default=0)
     tr.add_argument("--log-dir", default="logs")
     start = tr.add_mutually_exclusive_group()
-    start.add_argument("--resume", default=None, metavar="CHECKPOINT", help="continue from a model_<it>.pt")
+    start.add_argument("--resume", default=None, metavar="CHECKPOINT",
+                       help="continue from a model_<it>.pt (a run's folder: its last)")
     start.add_argument("--start-from", default=None, metavar="CHECKPOINT",
-                       help="start from the models of another task's model_<it>.pt (e.g. rough ground for stairs)")
+                       help="start from the models of another task's model_<it>.pt or run folder (e.g. rough "
+                            "ground for stairs)")
     tr.add_argument("--eval-lanes", type=count(0), default=64,
                     help="lanes of the final comparison with random and zero actions (0: none)")
     tr.add_argument("--ppo", type=_ppo_setting, action="append", default=[], metavar="NAME=VALUE",
@@ -230,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     pl = sub.add_parser("play", help="watch a trained policy (play mode, rendered off-screen)")
     pl.add_argument("env_id")
     pl.add_argument("--checkpoint", default=None,
-                    help="a model_<it>.pt (default: the last one of the newest run in --log-dir)")
+                    help="a model_<it>.pt or a run's folder (its last); default: the last one of the newest "
+                         "run in --log-dir")
     pl.add_argument("--log-dir", default="logs", help="where train wrote the runs")
     pl.add_argument("--out", default=None, help="video.gif or video.mp4")
     pl.add_argument("--lanes", type=count(1), default=1, help="lanes run and tiled in the video")

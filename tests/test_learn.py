@@ -44,9 +44,10 @@ def test_train_two_iterations_and_play(task, tmp_path):
 def test_resume_continues_iterations_and_optimizer(tmp_path):
     first = train(env_id("G1WalkFlat"), iterations=2, log_dir=tmp_path / "a", compile=False, eval_lanes=0,
                   progress=False, config=tiny("G1WalkFlat"))
-    second = train(env_id("G1WalkFlat"), iterations=1, log_dir=tmp_path / "b", resume=first.checkpoint,
-                   compile=False, eval_lanes=0, progress=False)
+    second = train(env_id("G1WalkFlat"), iterations=1, log_dir=tmp_path / "b", resume=first.run_dir,
+                   compile=False, eval_lanes=0, progress=False)  # a run's folder: its last checkpoint
     assert second.checkpoint.name == "model_2.pt"
+    assert json.loads((second.run_dir / "config.json").read_text())["resumed_from"] == str(first.checkpoint)
     ckpt = checkpoint.load(second.checkpoint)
     steps = {int(s["step"]) for s in ckpt["optimizer_state_dict"]["state"].values()}
     assert steps == {3}  # Adam's step count carried on: 3 iterations of 1 epoch x 1 mini-batch
@@ -247,6 +248,11 @@ def test_latest_checkpoint_is_the_last_of_the_newest_run_that_saved_one(tmp_path
           "notes/model_99.pt")
     assert checkpoint.latest(tmp_path, "Motrix/G1WalkFlat-v0") == (
         tmp_path / "G1WalkFlat" / "2026-01-01_00-00-00_10" / "model_1.pt")  # the newest run with a checkpoint
+    run = tmp_path / "G1WalkFlat" / "2026-01-01_00-00-00"
+    assert checkpoint.resolve(run) == run / "model_10.pt"
+    assert checkpoint.resolve(run / "model_9.pt") == run / "model_9.pt"
+    with pytest.raises(checkpoint.CheckpointError, match="a folder without a model_<it>.pt"):
+        checkpoint.resolve(tmp_path / "G1WalkFlat" / "2026-01-02_00-00-00")
 
 
 @pytest.mark.parametrize("bad, message", [

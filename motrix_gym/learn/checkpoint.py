@@ -30,6 +30,11 @@ def task_folder(log_dir: str | Path, env_id: str) -> Path:
     return Path(log_dir) / env_id.split("/")[-1].removesuffix("-v0")
 
 
+def _last_of(run: Path) -> Path | None:
+    models = [(int(m.group(1)), p) for p in run.iterdir() if (m := _MODEL.fullmatch(p.name))]
+    return max(models)[1] if models else None
+
+
 def latest(log_dir: str | Path, env_id: str) -> Path:
     """The checkpoint of the highest iteration in the newest run of ``env_id`` under ``log_dir``
     that saved one."""
@@ -37,11 +42,20 @@ def latest(log_dir: str | Path, env_id: str) -> Path:
     runs = [(m.group(1), int(m.group(2) or 0), p) for p in (folder.iterdir() if folder.is_dir() else ())
             if p.is_dir() and (m := _RUN.fullmatch(p.name))]
     for *_, run in sorted(runs, reverse=True):
-        models = [(int(m.group(1)), p) for p in run.iterdir() if (m := _MODEL.fullmatch(p.name))]
-        if models:
-            return max(models)[1]
+        if (last := _last_of(run)) is not None:
+            return last
     raise CheckpointError(f"no run of {env_id} under {str(folder)!r} has saved a model_<it>.pt: train it first, "
                           f"or name a checkpoint")
+
+
+def resolve(path: str | Path) -> Path:
+    """``path``, or the checkpoint of the highest iteration in it where it is a run's folder."""
+    path = Path(path)
+    if not path.is_dir():
+        return path
+    if (last := _last_of(path)) is None:
+        raise CheckpointError(f"{str(path)!r} is a folder without a model_<it>.pt")
+    return last
 
 
 def save(path: Path, state: dict[str, Any], meta: dict[str, Any]) -> None:

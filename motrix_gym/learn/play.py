@@ -41,9 +41,10 @@ def load_policy(path: str | Path, env: Any) -> tuple[Callable, Any]:
 def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None, lanes: int = 1,
          steps: int | None = None, every: int = 2, export: str | None = None, seed: int = 0,
          width: int = 480, height: int = 360, progress: bool = True) -> PlayResult:
-    """Run the policy for ``steps`` env steps (default: one episode, at most 10 s) on ``lanes``
-    lanes; write every ``every``-th frame to ``out`` (.gif or .mp4, lanes tiled); ``export="onnx"``
-    writes ``policy.onnx`` beside the checkpoint."""
+    """Run the policy of ``checkpoint_path`` (a run's folder: its last checkpoint) for ``steps`` env
+    steps (default: one episode, at most 10 s) on ``lanes`` lanes; write every ``every``-th frame
+    to ``out`` (.gif or .mp4, lanes tiled); ``export="onnx"`` writes ``policy.onnx`` beside the
+    checkpoint."""
     from tqdm import tqdm
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
@@ -57,6 +58,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         raise ValueError(f"steps must be None (one episode, at most 10 s) or an int >= 1, got {steps!r}")
     if out is not None:
         out = check_video_out(out)
+    checkpoint_path = checkpoint.resolve(checkpoint_path)
     meta = checkpoint.load(checkpoint_path)["infos"]
     if meta["env_id"] != env_id:
         raise ValueError(f"checkpoint {str(checkpoint_path)!r} was trained on {meta['env_id']}, not {env_id}")

@@ -90,7 +90,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     """Train ``env_id`` for ``minutes`` of wall time or ``iterations`` PPO iterations (exactly one of
     them), continuing ``resume`` (a checkpoint of this task), from the models of ``start_from`` (a
     checkpoint of another task of the same robot whose observations this task's include:
-    ``learn/model_init.py``) or from scratch.
+    ``learn/model_init.py``) or from scratch. A run's folder in place of a checkpoint stands for
+    its last checkpoint.
 
     PPO settings: ``config`` (default: the task family's), or a resumed checkpoint's; ``ppo``
     (``{"learning_rate": 3e-4}``) and ``num_envs`` change some of them. A run that starts from a
@@ -121,6 +122,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     check_seed(seed)
     if resume is not None and start_from is not None:
         raise ValueError("give at most one of resume and start_from")
+    resume, start_from = (None if p is None else checkpoint.resolve(p) for p in (resume, start_from))
     if not (is_int(eval_lanes) and eval_lanes >= 0):
         raise ValueError(f"eval_lanes must be an int >= 0 (0: no final comparison), got {eval_lanes!r}")
     ranks = Ranks.default_group() if distributed else Ranks()
