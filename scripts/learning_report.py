@@ -23,6 +23,8 @@ def row(run: Path) -> str:
     DOCS.mkdir(parents=True, exist_ok=True)
     shutil.copy(run / "curve.png", DOCS / f"{task}.png")
     e = s["eval"]
+    if e is None:
+        sys.exit(f"{run}: no final comparison (trained with --eval-lanes 0, or stopped by Ctrl-C), so no row")
 
     def cell(name: str) -> str:
         return f"{e[name]['mean_return']:.2f} / {e[name]['mean_episode_length']:.0f}"
@@ -32,9 +34,10 @@ def row(run: Path) -> str:
     terms = (f"{key}: {1e3 * e['policy']['reward_terms'][key]:.2f} / {1e3 * e['random']['reward_terms'][key]:.2f}"
              f" / {1e3 * e['zero']['reward_terms'][key]:.2f}") if key else ""
     budget = f"--minutes {cfg['minutes']:g}" if cfg.get("minutes") else f"--iterations {cfg['iterations']}"
-    if cfg.get("started_from"):  # the source run's folder, as its own row names it
-        source = Path(cfg["started_from"])
-        budget += f" --start-from logs/{source.parts[-3]}/<run>/{source.name}"
+    for key, option in (("started_from", "--start-from"), ("resumed_from", "--resume")):
+        if cfg.get(key):  # the source run's folder, as its own row names it
+            source = Path(cfg[key])
+            budget += f" {option} logs/{source.parts[-3]}/<run>/{source.name}"
     return (f"| `{s['env_id']}` | `train {s['env_id']} {budget}` ({cfg['ppo']['num_envs']} lanes) | "
             f"{s['train_seconds'] / 60:.0f} min, {s['env_steps'] / 1e6:.1f} M steps | "
             f"{s['final_train_mean_return']:.2f} / {s['final_train_mean_episode_length']:.0f} | "
