@@ -1,6 +1,6 @@
 """Checks of the values users pass: ``is_int`` for the API's counts, lanes and seeds, and the
-command line's argument types that check a number's range or a device's name, so that a bad value is argparse's
-one-line error naming the option, before anything runs.
+command line's argument types that check a number's range or a device's name, so that a bad
+value is argparse's one-line error naming the option, before anything runs.
 
     p.add_argument("--steps", type=count(1), default=200)
     p.add_argument("--minutes", type=amount(positive=True))
