@@ -217,7 +217,10 @@ def test_ctrl_c_ends_a_run_with_its_last_complete_iteration_saved(tmp_path):
                                                ("num_mini_batches", 1))]
     run = subprocess.Popen([sys.executable, "-m", "motrix_gym", "train", "Motrix/G1WalkFlat-v0", "--iterations",
                             "100000", "--num-envs", "4", "--no-compile", "--log-dir", str(tmp_path), *tiny_cli],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           # as in a terminal: a shell without job control starts its background
+                           # commands (and so this test and its child) with SIGINT ignored
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while not list(tmp_path.glob("G1WalkFlat/*/model_2.pt")):
         assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()[-2000:]
