@@ -70,6 +70,9 @@ class PpoConfig:
             raise ValueError(f"PpoConfig.obs_normalization must be a bool, got {self.obs_normalization!r}")
 
     def with_(self, **changes: Any) -> PpoConfig:
+        unknown = sorted(set(changes) - set(self.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"ppo: unknown setting(s) {unknown}; PpoConfig has {list(self.__dataclass_fields__)}")
         return replace(self, **changes)
 
     def to_rsl_rl(self) -> dict[str, Any]:
