@@ -13,13 +13,15 @@ import shutil
 import sys
 from pathlib import Path
 
+from motrix_gym.envs import task_name
+
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "learning"
 
 
 def row(run: Path) -> str:
     s = json.loads((run / "summary.json").read_text())
     cfg = json.loads((run / "config.json").read_text())
-    task = s["env_id"].split("/")[1].removesuffix("-v0")
+    task = task_name(s["env_id"])
     DOCS.mkdir(parents=True, exist_ok=True)
     shutil.copy(run / "curve.png", DOCS / f"{task}.png")
     e = s["eval"]

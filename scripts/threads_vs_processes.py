@@ -25,9 +25,10 @@ def seconds(task: str, lanes: int, nthread: int, steps: int, distributed: bool) 
     import numpy as np
 
     import motrix_gym  # noqa: F401
+    from motrix_gym.envs import task_name
     from motrix_gym.vector_env import MotrixVectorEnv
 
-    env = MotrixVectorEnv(task.split("/")[-1].removesuffix("-v0"), lanes, nthread=nthread, progress=False,
+    env = MotrixVectorEnv(task_name(task), lanes, nthread=nthread, progress=False,
                           distributed=distributed)
     env.reset(seed=0)
     acts = (np.random.default_rng(0).standard_normal((steps + 5,) + env.action_space.shape) * 0.5).astype(np.float32)

@@ -273,12 +273,13 @@ def test_bad_train_arguments_are_refused_before_anything_is_written(bad, message
 
 
 def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
-    from motrix_gym.learn import train as train_module
-
-    monkeypatch.setattr(train_module.time, "strftime", lambda fmt: "2026-01-01_00-00-00")
-    made = [train_module._new_run_dir(tmp_path / "G1WalkFlat") for _ in range(3)]
+    monkeypatch.setattr(checkpoint.time, "strftime", lambda fmt: "2026-01-01_00-00-00")
+    made = [checkpoint.new_run(checkpoint.task_folder(tmp_path, "Motrix/G1WalkFlat-v0")) for _ in range(3)]
     assert [p.name for p in made] == ["2026-01-01_00-00-00", "2026-01-01_00-00-00_1", "2026-01-01_00-00-00_2"]
     assert all(p.is_dir() for p in made)
+    for i, run in enumerate(made[:2]):
+        (run / f"model_{i}.pt").touch()
+    assert checkpoint.latest(tmp_path, "Motrix/G1WalkFlat-v0") == made[1] / "model_1.pt"  # newest that saved one
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,29 @@ class CheckpointError(ValueError):
     is looked for."""
 
 
-_RUN = re.compile(r"(\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d)(?:_(\d+))?")  # train's run folders: start time, suffix
+# a run's folder: its start time, and a suffix where another run started in the same second
+_STAMP = "%Y-%m-%d_%H-%M-%S"
+_RUN = re.compile(r"(\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d)(?:_(\d+))?")
 _MODEL = re.compile(r"model_(\d+)\.pt")
 
 
 def task_folder(log_dir: str | Path, env_id: str) -> Path:
     """Where ``train`` puts the runs of ``env_id``: ``<log_dir>/<task>``."""
-    return Path(log_dir) / env_id.split("/")[-1].removesuffix("-v0")
+    from motrix_gym.envs import task_name
+
+    return Path(log_dir) / task_name(env_id)
+
+
+def new_run(parent: Path) -> Path:
+    """A new run folder in ``parent``, named by the time (``latest`` reads the name back)."""
+    stamp, k = time.strftime(_STAMP), 0
+    while True:
+        run = parent / (stamp if k == 0 else f"{stamp}_{k}")
+        try:
+            run.mkdir(parents=True, exist_ok=False)
+            return run
+        except FileExistsError:
+            k += 1
 
 
 def _last_of(run: Path) -> Path | None:

@@ -128,7 +128,5 @@ class PpoConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> PpoConfig:
-        unknown = sorted(set(values) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"PpoConfig: unknown field(s) {unknown}")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+        """The config ``as_dict`` wrote (a checkpoint's or a run's ``config.json``)."""
+        return cls().with_(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})

@@ -166,7 +166,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                     group["lr"] = cfg.learning_rate
         run_dir = None
         if lead:
-            run_dir = _new_run_dir(checkpoint.task_folder(log_dir, env_id))
+            run_dir = checkpoint.new_run(checkpoint.task_folder(log_dir, env_id))
             (run_dir / "config.json").write_text(json.dumps({
                 "env_id": env_id, "seed": seed, "ranks": world, "minutes": minutes, "iterations": iterations,
                 "ppo": cfg.as_dict(), "resumed_from": str(resume) if resume else None,
@@ -277,19 +277,6 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                                    device=device)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return TrainResult(run_dir, last, done, done * steps_per_it, seconds, summary, mine)
-
-
-def _new_run_dir(parent: Path) -> Path:
-    """A new folder in ``parent`` named by the time, with a suffix where a run that started in the
-    same second has that name."""
-    stamp, k = time.strftime("%Y-%m-%d_%H-%M-%S"), 0
-    while True:
-        run_dir = parent / (stamp if k == 0 else f"{stamp}_{k}")
-        try:
-            run_dir.mkdir(parents=True, exist_ok=False)
-            return run_dir
-        except FileExistsError:
-            k += 1
 
 
 def _go_on(distributed: bool, here: bool) -> bool:
