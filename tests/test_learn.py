@@ -256,6 +256,8 @@ def test_latest_checkpoint_is_the_last_of_the_newest_run_that_saved_one(tmp_path
     assert checkpoint.resolve(run / "model_9.pt") == run / "model_9.pt"
     with pytest.raises(checkpoint.CheckpointError, match="a folder without a model_<it>.pt"):
         checkpoint.resolve(tmp_path / "G1WalkFlat" / "2026-01-02_00-00-00")
+    with pytest.raises(checkpoint.CheckpointError, match=r"holds 4 of train's runs \(newest 2026-01-02_00-00-00\)"):
+        checkpoint.resolve(tmp_path / "G1WalkFlat")  # a task's folder: the runs are named
 
 
 @pytest.mark.parametrize("bad, message", [

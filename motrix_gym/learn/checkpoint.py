@@ -47,6 +47,13 @@ def new_run(parent: Path) -> Path:
             k += 1
 
 
+def _runs(folder: Path) -> list[Path]:
+    """The run folders in ``folder``, oldest first."""
+    runs = [(m.group(1), int(m.group(2) or 0), p) for p in (folder.iterdir() if folder.is_dir() else ())
+            if p.is_dir() and (m := _RUN.fullmatch(p.name))]
+    return [p for *_, p in sorted(runs)]
+
+
 def _last_of(run: Path) -> Path | None:
     models = [(int(m.group(1)), p) for p in run.iterdir() if (m := _MODEL.fullmatch(p.name))]
     return max(models)[1] if models else None
@@ -56,9 +63,7 @@ def latest(log_dir: str | Path, env_id: str) -> Path:
     """The checkpoint of the highest iteration in the newest run of ``env_id`` under ``log_dir``
     that saved one."""
     folder = task_folder(log_dir, env_id)
-    runs = [(m.group(1), int(m.group(2) or 0), p) for p in (folder.iterdir() if folder.is_dir() else ())
-            if p.is_dir() and (m := _RUN.fullmatch(p.name))]
-    for *_, run in sorted(runs, reverse=True):
+    for run in reversed(_runs(folder)):
         if (last := _last_of(run)) is not None:
             return last
     raise CheckpointError(f"no run of {env_id} under {str(folder)!r} has saved a model_<it>.pt: train it first, "
@@ -71,7 +76,9 @@ def resolve(path: str | Path) -> Path:
     if not path.is_dir():
         return path
     if (last := _last_of(path)) is None:
-        raise CheckpointError(f"{str(path)!r} is a folder without a model_<it>.pt")
+        runs = _runs(path)
+        hint = f": it holds {len(runs)} of train's runs (newest {runs[-1].name}); name one" if runs else ""
+        raise CheckpointError(f"{str(path)!r} is a folder without a model_<it>.pt{hint}")
     return last
 
 
