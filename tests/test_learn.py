@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from motrix_gym.envs import ppo_config
 from motrix_gym.learn import checkpoint
@@ -235,6 +236,36 @@ def test_ctrl_c_ends_a_run_with_its_last_complete_iteration_saved(tmp_path):
     assert f"checkpoint: {run_dir / f'model_{done - 1}.pt'}" in out
     assert checkpoint.load(run_dir / f"model_{done - 1}.pt")["iter"] == done - 1
     assert len((run_dir / "progress.csv").read_text().splitlines()) == done + 1  # a header and a row each
+
+
+def test_ctrl_c_during_an_update_keeps_the_models_of_the_last_complete_iteration(tmp_path):
+    # Ctrl-C raises KeyboardInterrupt wherever the main thread is; here right after the third
+    # iteration's optimizer step (one per iteration) has changed the weights
+    kwargs = {"log_dir": tmp_path, "compile": False, "eval_lanes": 0, "progress": False,
+              "config": tiny("G1WalkFlat").with_(save_interval=50)}
+    two = train("Motrix/G1WalkFlat-v0", iterations=2, **kwargs)
+    steps = []
+
+    def ctrl_c(optimizer, args, kw):
+        steps.append(optimizer)
+        if len(steps) == 3:
+            raise KeyboardInterrupt
+
+    hook = register_optimizer_step_post_hook(ctrl_c)
+    try:
+        cut = train("Motrix/G1WalkFlat-v0", iterations=5, **kwargs)
+    finally:
+        hook.remove()
+    assert cut.summary["interrupted"] and cut.iterations == 2 and cut.checkpoint.name == "model_1.pt"
+    a, b = checkpoint.load(two.checkpoint), checkpoint.load(cut.checkpoint)
+    for key in ("actor_state_dict", "critic_state_dict"):
+        assert a[key].keys() == b[key].keys()
+        assert all(torch.equal(a[key][k], b[key][k]) for k in a[key]), key
+    moments = [(s["exp_avg"], s["exp_avg_sq"]) for c in (a, b) for s in c["optimizer_state_dict"]["state"].values()]
+    assert len(moments) % 2 == 0 and moments
+    half = len(moments) // 2
+    assert all(torch.equal(x, y) for m, n in zip(moments[:half], moments[half:]) for x, y in zip(m, n))
+    assert len((cut.run_dir / "progress.csv").read_text().splitlines()) == 3
 
 
 def test_latest_checkpoint_is_the_last_of_the_newest_run_that_saved_one(tmp_path):

@@ -14,6 +14,7 @@ each over the first episode of the same lanes.
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import math
@@ -195,7 +196,10 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     bar = tqdm(total=iterations, desc=f"train {env_id}", unit="it", disable=not (progress and lead),
                dynamic_ncols=True)
     it, last, mine, everyone = start_it - 1, None, 0, 0
-    completed, interrupted = it, False
+    # the last complete iteration, the algorithm's state after it and the episodes counted by then:
+    # what a run stopped by Ctrl-C keeps (an update cut short has changed some of the weights)
+    good: tuple[int, dict[str, Any] | None, int, int] = (it, None, 0, 0)
+    interrupted = False
     try:  # Ctrl-C ends the run as its budget would, after the last iteration that completed
         while _go_on(distributed, (iterations is None or it + 1 < start_it + iterations)
                      and time.perf_counter() - t0 < budget):
@@ -230,7 +234,6 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                    "seconds": time.perf_counter() - t0, "steps_per_s": steps_per_it / seconds,
                    "mean_return": _mean(returns), "mean_episode_length": _mean(lengths)}
             rows.append(row)
-            completed = it  # a run that is not distributed stops here on Ctrl-C at the latest
             for key, value in losses.items():
                 writer.add_scalar(f"Loss/{key}", value, it)
             writer.add_scalar("Loss/learning_rate", alg.learning_rate, it)
@@ -248,10 +251,18 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
             bar.update(1)
             bar.set_postfix_str(f"return {row['mean_return']:.2f}  length {row['mean_episode_length']:.0f}  "
                                 f"{row['steps_per_s']:,.0f} steps/s  {row['seconds'] / 60:.1f} min")
+            if not distributed:
+                good = (it, copy.deepcopy(alg.save()), mine, everyone)
     except KeyboardInterrupt:
         if distributed:
             raise
-        it, interrupted = completed, True
+        cut, interrupted = it, True
+        it, state, mine, everyone = good
+        if state is not None:
+            alg.load(state, None, strict=True)
+        rows = rows[:it - start_it + 1]
+        if lead and cut > it:  # a checkpoint of the cut iteration may be half written
+            (run_dir / f"model_{cut}.pt").unlink(missing_ok=True)
     bar.close()
     seconds = time.perf_counter() - t0
     done = it - start_it + 1
