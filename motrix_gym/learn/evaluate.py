@@ -29,18 +29,20 @@ def first_episodes(env_id: str, act: Act, lanes: int = 64, seed: int = 0, **make
     length = torch.zeros(lanes, dtype=torch.long, device=dev)
     alive = torch.ones(lanes, dtype=torch.bool, device=dev)
     terms = torch.zeros(len(rt.reward_names), dtype=torch.float64, device=dev)
-    obs = env.get_observations()
-    for _ in range(env.max_episode_length + 1):
-        with torch.inference_mode():
-            actions = act(obs)
-        obs, rewards, dones, _ = env.step(actions)
-        ret += torch.where(alive, rewards, 0.0)
-        length += alive.long()
-        terms += (rt.reward_terms[:lanes] * alive.unsqueeze(-1).to(rt.device)).sum(0).double().to(dev)
-        alive &= ~dones
-        if not alive.any():
-            break
-    env.close()
+    try:
+        obs = env.get_observations()
+        for _ in range(env.max_episode_length + 1):
+            with torch.inference_mode():
+                actions = act(obs)
+            obs, rewards, dones, _ = env.step(actions)
+            ret += torch.where(alive, rewards, 0.0)
+            length += alive.long()
+            terms += (rt.reward_terms[:lanes] * alive.unsqueeze(-1).to(rt.device)).sum(0).double().to(dev)
+            alive &= ~dones
+            if not alive.any():
+                break
+    finally:
+        env.close()
     steps = int(length.sum())
     return {"lanes": lanes, "mean_return": float(ret.mean()), "mean_episode_length": float(length.float().mean()),
             "unfinished_lanes": int(alive.sum()),
