@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from torch.nn.modules.module import register_module_forward_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from motrix_gym.envs import ppo_config
@@ -266,6 +267,22 @@ def test_ctrl_c_during_an_update_keeps_the_models_of_the_last_complete_iteration
     half = len(moments) // 2
     assert all(torch.equal(x, y) for m, n in zip(moments[:half], moments[half:]) for x, y in zip(m, n))
     assert len((cut.run_dir / "progress.csv").read_text().splitlines()) == 3
+
+
+def test_ctrl_c_during_the_final_comparison_ends_only_the_comparison(tmp_path):
+    def ctrl_c(module, args, out):  # the first forward pass of a model in eval mode: the comparison's
+        if not module.training:
+            raise KeyboardInterrupt
+
+    hook = register_module_forward_hook(ctrl_c)
+    try:
+        res = train("Motrix/G1WalkFlat-v0", iterations=2, log_dir=tmp_path, compile=False, eval_lanes=4,
+                    progress=False, config=tiny("G1WalkFlat"))
+    finally:
+        hook.remove()
+    summary = json.loads((res.run_dir / "summary.json").read_text())
+    assert summary["interrupted"] and summary["eval"] is None and summary["iterations"] == 2
+    assert res.checkpoint.name == "model_1.pt" and checkpoint.load(res.checkpoint)["iter"] == 1
 
 
 def test_latest_checkpoint_is_the_last_of_the_newest_run_that_saved_one(tmp_path):

@@ -99,7 +99,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     checkpoint's models keeps the settings that shape them (``config.MODEL_FIELDS``).
 
     Ctrl-C (a KeyboardInterrupt) ends a run that is not distributed as its budget would, at its
-    last complete iteration, saved; its summary says ``interrupted`` and has no final comparison.
+    last complete iteration, saved; its summary says ``interrupted`` and has no final comparison
+    (Ctrl-C during the comparison ends only the comparison).
 
     ``distributed``: this process is one rank of torch.distributed's default process group (the
     caller initialised it); every rank runs ``num_envs`` lanes of one environment
@@ -284,8 +285,11 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                "eval": None}
     if eval_lanes and not interrupted:
         alg.eval_mode()
-        summary["eval"] = evaluate(env_id, alg.get_policy(), lanes=eval_lanes, seed=seed + 1, progress=progress,
-                                   device=device)
+        try:
+            summary["eval"] = evaluate(env_id, alg.get_policy(), lanes=eval_lanes, seed=seed + 1,
+                                       progress=progress, device=device)
+        except KeyboardInterrupt:  # the run stands, saved, without its comparison
+            summary["interrupted"] = True
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return TrainResult(run_dir, last, done, done * steps_per_it, seconds, summary, mine)
 
