@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
-from motrix_gym.arguments import SEED, amount, count, device_name
+from motrix_gym.arguments import SEED, amount, count, device_name, video_out
 from motrix_gym.sim.backend import BACKENDS
+from motrix_gym.video import VIDEO_SUFFIXES
 
 
 def _id(name: str) -> str:
@@ -72,9 +74,8 @@ def cmd_render(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
     import motrix_gym  # noqa: F401
-    from motrix_gym.video import check_video_out, write_video
+    from motrix_gym.video import write_video
 
-    out = check_video_out(args.out, (".gif",))
     lanes = list(range(args.lanes))
     env = gym.make_vec(_id(args.env_id), num_envs=max(args.lanes, 1), compile=False, render_mode="rgb_array",
                        render_lane=lanes if len(lanes) > 1 else 0, progress=False)
@@ -89,7 +90,7 @@ def cmd_render(args: argparse.Namespace) -> None:
     finally:  # frees the renderer's GL context while its display is still up
         env.close()
     frames = frames[:: args.every]
-    write_video(frames, out, fps=1.0 / (env.unwrapped.task.step_dt * args.every))
+    write_video(frames, Path(args.out), fps=1.0 / (env.unwrapped.task.step_dt * args.every))
     print(f"wrote {len(frames)} frames to {args.out}")
 
 
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     run.set_defaults(func=cmd_run)
     render = sub.add_parser("render", help="write a GIF of a rollout")
     render.add_argument("env_id")
-    render.add_argument("--out", required=True, help="output .gif")
+    render.add_argument("--out", type=video_out((".gif",)), required=True, help="output .gif")
     render.add_argument("--steps", type=count(1), default=100)
     render.add_argument("--every", type=count(1), default=2, help="keep every n-th frame")
     render.add_argument("--lanes", type=count(1), default=1, help="tile the first k lanes")
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="a model_<it>.pt or a run's folder (its last); default: the last one of the newest "
                          "run in --log-dir")
     pl.add_argument("--log-dir", default="logs", help="where train wrote the runs")
-    pl.add_argument("--out", default=None, help="video.gif or video.mp4")
+    pl.add_argument("--out", type=video_out(VIDEO_SUFFIXES), default=None, help="video.gif or video.mp4")
     pl.add_argument("--lanes", type=count(1), default=1, help="lanes run and tiled in the video")
     pl.add_argument("--steps", type=count(1), default=None, help="default: one episode, at most 10 s")
     pl.add_argument("--every", type=count(1), default=2, help="keep every n-th frame")

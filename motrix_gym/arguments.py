@@ -5,6 +5,7 @@ value is argparse's one-line error naming the option, before anything runs.
     p.add_argument("--steps", type=count(1), default=200)
     p.add_argument("--minutes", type=amount(positive=True))
     p.add_argument("--device", type=device_name, default="cpu")
+    p.add_argument("--out", type=video_out((".gif",)))
 """
 
 from __future__ import annotations
@@ -65,3 +66,17 @@ def device_name(text: str) -> str:
             raise argparse.ArgumentTypeError(f"{text} is not available here ({torch.cuda.device_count()} CUDA "
                                              f"device(s))")
     return text
+
+
+def video_out(suffixes: tuple[str, ...]) -> Callable[[str], str]:
+    """A path ending in one of ``suffixes`` whose folder exists (nothing is written to it here)."""
+    def parse(text: str) -> str:
+        from motrix_gym.video import check_video_out
+
+        try:
+            check_video_out(text, suffixes)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return text
+
+    return parse

@@ -13,9 +13,9 @@ def check_video_out(out: str | Path, suffixes: tuple[str, ...] = VIDEO_SUFFIXES)
     """``out`` as a path, checked before any frame is made: a video suffix, an existing folder."""
     path = Path(out)
     if path.suffix not in suffixes:
-        raise ValueError(f"--out must end in one of {suffixes}, got {str(out)!r}")
+        raise ValueError(f"{str(out)!r} does not end in one of {suffixes}")
     if not path.parent.is_dir():
-        raise ValueError(f"--out {str(out)!r}: folder {str(path.parent)!r} does not exist")
+        raise ValueError(f"{str(out)!r}: folder {str(path.parent)!r} does not exist")
     return path
 
 

@@ -156,6 +156,8 @@ def test_finite_actions_beyond_float32_are_clipped_not_refused(huge):
     (["run", "G1WalkFlat", "--action-std", "-0.5"], "--action-std: must be a finite number >= 0"),
     (["run", "G1WalkFlat", "--action-std", "nan"], "--action-std: must be a finite number >= 0"),
     (["render", "G1WalkFlat", "--out", "OUT", "--every", "0"], "--every: must be >= 1"),
+    (["render", "G1WalkFlat", "--out", "walk.png"], "--out: 'walk.png' does not end in one of ('.gif',)"),
+    (["play", "G1WalkFlat", "--out", "MISSING/walk.mp4"], "--out: 'MISSING/walk.mp4': folder 'MISSING' does not exist"),
     (["train", "G1WalkFlat", "--minutes", "0"], "--minutes: must be a finite number > 0"),
     (["train", "G1WalkFlat", "--minutes", "inf"], "--minutes: must be a finite number > 0"),
     (["train", "G1WalkFlat", "--eval-lanes", "-1"], "--eval-lanes: must be >= 0"),
@@ -172,7 +174,8 @@ def test_bad_command_line_numbers_are_argparse_errors(argv, option, tmp_path, ca
     """Named in one line, before anything runs or is written (argparse exits with 2)."""
     from motrix_gym.__main__ import main
 
-    argv = [str(tmp_path / "out.gif") if a == "OUT" else a for a in argv]
+    argv = [str(tmp_path / "out.gif") if a == "OUT" else a.replace("MISSING", str(tmp_path / "missing")) for a in argv]
+    option = option.replace("MISSING", str(tmp_path / "missing"))
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 2

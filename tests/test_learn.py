@@ -55,7 +55,7 @@ def test_resume_continues_iterations_and_optimizer(tmp_path):
     assert steps == {3}  # Adam's step count carried on: 3 iterations of 1 epoch x 1 mini-batch
     with pytest.raises(ValueError, match="trained on Motrix/G1WalkFlat-v0"):
         train(env_id("G1WbtDance"), iterations=1, log_dir=tmp_path / "c", resume=first.checkpoint)
-    for bad, why in ((tmp_path / "missing" / "a.gif", "does not exist"), (tmp_path / "a.png", "must end in")):
+    for bad, why in ((tmp_path / "missing" / "a.gif", "does not exist"), (tmp_path / "a.png", "does not end in")):
         with pytest.raises(ValueError, match=why):  # before any frame is made
             play(env_id("G1WalkFlat"), first.checkpoint, out=bad, progress=False)
     assert not (tmp_path / "missing").exists()
@@ -211,6 +211,26 @@ def test_cli_train_then_play_writes_a_gif(tmp_path):
                           "--steps", "6", "--lanes", "2"], capture_output=True, text=True)
     assert run.returncode == 0 and gif.stat().st_size > 1000, run.stderr[-2000:]
     assert f"checkpoint: {ckpt}" in run.stdout  # the newest run's last checkpoint
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["play", "Motrix/Go1WalkFlat-v0", "--checkpoint", "CKPT"], "was trained on Motrix/G1WalkFlat-v0, not Motrix/Go1"),
+    (["train", "Motrix/G1WalkFlat-v0", "--resume", "CKPT", "--ppo", "actor_hidden=8"],
+     "a resumed run keeps its checkpoint's models: ['actor_hidden'] cannot change"),
+    (["train", "Motrix/Go1WalkFlat-v0", "--start-from", "CKPT"],
+     "trained on Motrix/G1WalkFlat-v0 (Unitree G1 29-DoF), Motrix/Go1WalkFlat-v0 has a Unitree Go1"),
+])
+def test_a_checkpoint_that_does_not_fit_is_a_one_line_cli_error(argv, message, tmp_path, capsys):
+    from motrix_gym.__main__ import main
+
+    res = train(env_id("G1WalkFlat"), iterations=1, log_dir=tmp_path / "a", compile=False, eval_lanes=0,
+                progress=False, config=tiny("G1WalkFlat"))
+    capsys.readouterr()
+    argv = [str(res.checkpoint) if a == "CKPT" else a for a in argv]
+    assert main([*argv, "--no-compile", "--log-dir", str(tmp_path / "bad")] if argv[0] == "train" else argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "bad").exists()
 
 
 def test_ctrl_c_ends_a_run_with_its_last_complete_iteration_saved(tmp_path):

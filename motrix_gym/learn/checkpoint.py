@@ -18,8 +18,8 @@ FORMAT = "motrix-gym/rsl_rl-ppo/1"
 
 
 class CheckpointError(ValueError):
-    """A file that is not a motrix-gym checkpoint made of plain data, or no checkpoint where one
-    is looked for."""
+    """A file that is not a motrix-gym checkpoint made of plain data, no checkpoint where one is
+    looked for, or a checkpoint that does not fit the task or settings it is used with."""
 
 
 # a run's folder: its start time, and a suffix where another run started in the same second

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from motrix_gym.learn import checkpoint
+from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import MODEL_FIELDS, PpoConfig
 
 # the normaliser's per-column statistics, which move with their columns like the first layer's weights
@@ -35,25 +36,25 @@ def _terms(env_id: str, group: str) -> list[str]:
 def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path) -> dict[str, Any]:
     """The checkpoint at ``path``, if ``env_id``'s models can start from it: the same robot and
     model settings (``MODEL_FIELDS``), and each model's observation terms a subset of the new
-    task's (a term the checkpoint did not observe starts blind). Otherwise a ValueError saying what
-    differs."""
+    task's (a term the checkpoint did not observe starts blind). Otherwise a CheckpointError
+    saying what differs."""
     from motrix_gym.envs import TASKS, task_name
 
     ckpt = checkpoint.load(path)
     source = ckpt["infos"]["env_id"]
     robots = TASKS[task_name(source)].robot, TASKS[task_name(env_id)].robot
     if robots[0] != robots[1]:
-        raise ValueError(f"start from {str(path)!r}: it was trained on {source} ({robots[0]}), "
+        raise CheckpointError(f"start from {str(path)!r}: it was trained on {source} ({robots[0]}), "
                          f"{env_id} has a {robots[1]}")
     old = PpoConfig.from_dict(ckpt["infos"]["ppo"])
     for field in MODEL_FIELDS:
         if getattr(old, field) != getattr(cfg, field):
-            raise ValueError(f"start from {str(path)!r}: its {field} is {getattr(old, field)!r}, "
+            raise CheckpointError(f"start from {str(path)!r}: its {field} is {getattr(old, field)!r}, "
                              f"{env_id} trains with {getattr(cfg, field)!r}")
     for model, group in _groups(cfg).items():
         extra = sorted(set(_terms(source, group)) - set(_terms(env_id, group)))
         if extra:
-            raise ValueError(f"start from {str(path)!r}: its {model} observed {extra}, which {env_id}'s "
+            raise CheckpointError(f"start from {str(path)!r}: its {model} observed {extra}, which {env_id}'s "
                              f"{group!r} observations lack")
     return ckpt
 
@@ -62,7 +63,7 @@ def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any]) -> None:
     """Load ``ckpt`` (from ``check_init_from``) into ``alg``'s actor and critic: each term's
     first-layer weights and normaliser statistics move to the term's columns in the new task,
     columns of terms it did not observe keep zero weights; every other weight is copied (a
-    shape that differs, such as another action count, is a ValueError). The normalisers'
+    shape that differs, such as another action count, is a CheckpointError). The normalisers'
     counts restart, so that their statistics follow the new task's observations from the first
     iteration. The optimizer and iteration count start afresh."""
     rt = env.env.runtime
@@ -75,7 +76,7 @@ def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any]) -> None:
             old[name], start = slice(start, start + width), start + width
         saved = ckpt[f"{model}_state_dict"]
         if saved["mlp.0.weight"].shape[1] != start:
-            raise ValueError(f"start from {source}: its {model} read {saved['mlp.0.weight'].shape[1]} inputs, "
+            raise CheckpointError(f"start from {source}: its {model} read {saved['mlp.0.weight'].shape[1]} inputs, "
                              f"its terms are {start} wide here")
         module = getattr(alg, model)
         state = module.state_dict()
@@ -93,4 +94,4 @@ def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any]) -> None:
         try:
             module.load_state_dict(state, strict=True)
         except RuntimeError as e:
-            raise ValueError(f"start from {source}: its {model} does not fit this task's: {e}") from None
+            raise CheckpointError(f"start from {source}: its {model} does not fit this task's: {e}") from None

@@ -13,6 +13,7 @@ import torch
 
 from motrix_gym.arguments import is_int
 from motrix_gym.learn import checkpoint
+from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import PpoConfig
 from motrix_gym.video import check_video_out, write_video
 
@@ -61,7 +62,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     checkpoint_path = checkpoint.resolve(checkpoint_path)
     meta = checkpoint.load(checkpoint_path)["infos"]
     if meta["env_id"] != env_id:
-        raise ValueError(f"checkpoint {str(checkpoint_path)!r} was trained on {meta['env_id']}, not {env_id}")
+        raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} was trained on {meta['env_id']}, not {env_id}")
     render = {} if out is None else {"render_mode": "rgb_array", "render_lane": range(lanes) if lanes > 1 else 0,
                                      "width": width, "height": height}
     env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render)

@@ -28,6 +28,7 @@ import torch
 
 from motrix_gym.arguments import is_int
 from motrix_gym.learn import checkpoint
+from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import MODEL_FIELDS, PpoConfig
 from motrix_gym.learn.evaluate import evaluate
 from motrix_gym.learn.model_init import check_init_from, init_from
@@ -138,15 +139,15 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         changes["num_envs"] = num_envs
     if resume is not None:
         if config is not None:
-            raise ValueError("a resumed run keeps its checkpoint's PPO settings: give ppo={name: value} to "
+            raise CheckpointError("a resumed run keeps its checkpoint's PPO settings: give ppo={name: value} to "
                              "change some of them, not config")
         kept = sorted(set(changes) & set(MODEL_FIELDS))
         if kept:
-            raise ValueError(f"a resumed run keeps its checkpoint's models: {kept} cannot change")
+            raise CheckpointError(f"a resumed run keeps its checkpoint's models: {kept} cannot change")
         ckpt = checkpoint.load(resume)
         meta = ckpt["infos"]
         if meta["env_id"] != env_id:
-            raise ValueError(f"checkpoint {str(resume)!r} was trained on {meta['env_id']}, not {env_id}")
+            raise CheckpointError(f"checkpoint {str(resume)!r} was trained on {meta['env_id']}, not {env_id}")
         config = PpoConfig.from_dict(meta["ppo"])
         start_it, state = int(ckpt["iter"]) + 1, ckpt
     cfg = (config or default_config(env_id)).with_(**changes)
