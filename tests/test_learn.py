@@ -189,6 +189,22 @@ def test_checkpoint_with_pickled_object_is_refused(tmp_path):
         checkpoint.load(plain)
 
 
+class CtrlCWhileWritten:
+    def __reduce__(self):
+        raise KeyboardInterrupt
+
+
+def test_a_save_cut_short_leaves_the_previous_checkpoint_whole(tmp_path):
+    path = tmp_path / "model_5.pt"
+    checkpoint.save(path, {"actor_state_dict": {"w": torch.ones(1000)}}, {"iteration": 5})
+    with pytest.raises(KeyboardInterrupt):  # after the weights, before the file is complete
+        checkpoint.save(path, {"actor_state_dict": {"w": torch.zeros(1000)}, "z": CtrlCWhileWritten()},
+                        {"iteration": 6})
+    ckpt = checkpoint.load(path)
+    assert ckpt["iter"] == 5 and torch.equal(ckpt["actor_state_dict"]["w"], torch.ones(1000))
+    assert [p.name for p in tmp_path.iterdir()] == ["model_5.pt"]
+
+
 def test_evaluate_compares_with_random_and_zero_actions():
     out = evaluate(env_id("G1WalkFlat"), None, lanes=4, seed=0, progress=False)
     assert set(out) == {"random", "zero"}

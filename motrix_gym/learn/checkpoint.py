@@ -6,6 +6,7 @@ unpickles arbitrary objects, which runs whatever a downloaded file contains).
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
 import time
@@ -83,8 +84,19 @@ def resolve(path: str | Path) -> Path:
 
 
 def save(path: Path, state: dict[str, Any], meta: dict[str, Any]) -> None:
-    """``state``: rsl_rl's ``alg.save()``; ``meta``: env id, PPO config, iteration (plain data)."""
-    torch.save({**state, "iter": meta["iteration"], "infos": {"format": FORMAT, **meta}}, path)
+    """``state``: rsl_rl's ``alg.save()``; ``meta``: env id, PPO config, iteration (plain data).
+    The file appears at ``path`` whole or not at all: it is written beside it and renamed, so that
+    a run killed while saving leaves the previous checkpoint there for ``--resume``."""
+    part = path.with_name(path.name + ".part")
+    try:
+        with open(part, "wb") as f:
+            torch.save({**state, "iter": meta["iteration"], "infos": {"format": FORMAT, **meta}}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, path)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
 
 
 def load(path: str | Path) -> dict[str, Any]:

@@ -263,7 +263,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         if state is not None:
             alg.load(state, None, strict=True)
         rows = rows[:it - start_it + 1]
-        if lead and cut > it:  # a checkpoint of the cut iteration may be half written
+        if lead and cut > it:  # saved after the last snapshot: past the run's end
             (run_dir / f"model_{cut}.pt").unlink(missing_ok=True)
     bar.close()
     seconds = time.perf_counter() - t0
