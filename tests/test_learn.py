@@ -304,6 +304,28 @@ def test_ctrl_c_during_an_update_keeps_the_models_of_the_last_complete_iteration
     assert len((cut.run_dir / "progress.csv").read_text().splitlines()) == 3
 
 
+def test_ctrl_c_while_an_iteration_is_reported_keeps_that_iteration(tmp_path, monkeypatch):
+    from torch.utils.tensorboard import SummaryWriter
+
+    kwargs = {"log_dir": tmp_path, "compile": False, "eval_lanes": 0, "progress": False,
+              "config": tiny("G1WalkFlat").with_(save_interval=50)}
+    three = train("Motrix/G1WalkFlat-v0", iterations=3, **kwargs)
+    add_scalar = SummaryWriter.add_scalar
+
+    def ctrl_c(self, tag, value, step=None, *args, **kw):
+        if tag == "Perf/total_fps" and step == 2:  # iteration 2 is updated, partly reported, not saved
+            raise KeyboardInterrupt
+        return add_scalar(self, tag, value, step, *args, **kw)
+
+    monkeypatch.setattr(SummaryWriter, "add_scalar", ctrl_c)
+    cut = train("Motrix/G1WalkFlat-v0", iterations=5, **kwargs)
+    assert cut.summary["interrupted"] and cut.iterations == 3 and cut.checkpoint.name == "model_2.pt"
+    assert len((cut.run_dir / "progress.csv").read_text().splitlines()) == 4
+    a, b = checkpoint.load(three.checkpoint), checkpoint.load(cut.checkpoint)
+    for key in ("actor_state_dict", "critic_state_dict"):
+        assert all(torch.equal(a[key][k], b[key][k]) for k in a[key]), key
+
+
 def test_ctrl_c_during_the_final_comparison_ends_only_the_comparison(tmp_path):
     def ctrl_c(module, args, out):  # the first forward pass of a model in eval mode: the comparison's
         if not module.training:

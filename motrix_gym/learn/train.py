@@ -236,6 +236,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                    "seconds": time.perf_counter() - t0, "steps_per_s": steps_per_it / seconds,
                    "mean_return": _mean(returns), "mean_episode_length": _mean(lengths)}
             rows.append(row)
+            if not distributed:  # the iteration is complete: what follows only reports and saves it
+                good = (it, copy.deepcopy(alg.save()), mine, everyone)
             for key, value in losses.items():
                 writer.add_scalar(f"Loss/{key}", value, it)
             writer.add_scalar("Loss/learning_rate", alg.learning_rate, it)
@@ -253,18 +255,14 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
             bar.update(1)
             bar.set_postfix_str(f"return {row['mean_return']:.2f}  length {row['mean_episode_length']:.0f}  "
                                 f"{row['steps_per_s']:,.0f} steps/s  {row['seconds'] / 60:.1f} min")
-            if not distributed:
-                good = (it, copy.deepcopy(alg.save()), mine, everyone)
     except KeyboardInterrupt:
         if distributed:
             raise
-        cut, interrupted = it, True
+        interrupted = True
         it, state, mine, everyone = good
         if state is not None:
             alg.load(state, None, strict=True)
         rows = rows[:it - start_it + 1]
-        if lead and cut > it:  # saved after the last snapshot: past the run's end
-            (run_dir / f"model_{cut}.pt").unlink(missing_ok=True)
     bar.close()
     seconds = time.perf_counter() - t0
     done = it - start_it + 1
