@@ -45,17 +45,17 @@ def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path) -> dict[str, 
     robots = TASKS[task_name(source)].robot, TASKS[task_name(env_id)].robot
     if robots[0] != robots[1]:
         raise CheckpointError(f"start from {str(path)!r}: it was trained on {source} ({robots[0]}), "
-                         f"{env_id} has a {robots[1]}")
+                              f"{env_id} has a {robots[1]}")
     old = PpoConfig.from_dict(ckpt["infos"]["ppo"])
     for field in MODEL_FIELDS:
         if getattr(old, field) != getattr(cfg, field):
             raise CheckpointError(f"start from {str(path)!r}: its {field} is {getattr(old, field)!r}, "
-                             f"{env_id} trains with {getattr(cfg, field)!r}")
+                                  f"{env_id} trains with {getattr(cfg, field)!r}")
     for model, group in _groups(cfg).items():
         extra = sorted(set(_terms(source, group)) - set(_terms(env_id, group)))
         if extra:
             raise CheckpointError(f"start from {str(path)!r}: its {model} observed {extra}, which {env_id}'s "
-                             f"{group!r} observations lack")
+                                  f"{group!r} observations lack")
     return ckpt
 
 
@@ -77,7 +77,7 @@ def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any]) -> None:
         saved = ckpt[f"{model}_state_dict"]
         if saved["mlp.0.weight"].shape[1] != start:
             raise CheckpointError(f"start from {source}: its {model} read {saved['mlp.0.weight'].shape[1]} inputs, "
-                             f"its terms are {start} wide here")
+                                  f"its terms are {start} wide here")
         module = getattr(alg, model)
         state = module.state_dict()
         for key, value in saved.items():

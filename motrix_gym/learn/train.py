@@ -140,7 +140,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     if resume is not None:
         if config is not None:
             raise CheckpointError("a resumed run keeps its checkpoint's PPO settings: give ppo={name: value} to "
-                             "change some of them, not config")
+                                  "change some of them, not config")
         kept = sorted(set(changes) & set(MODEL_FIELDS))
         if kept:
             raise CheckpointError(f"a resumed run keeps its checkpoint's models: {kept} cannot change")
