@@ -249,6 +249,13 @@ def test_a_checkpoint_that_does_not_fit_is_a_one_line_cli_error(argv, message, t
     assert not (tmp_path / "bad").exists()
 
 
+def assert_same_models(a: dict, b: dict) -> None:
+    """The actor's and critic's weights of two checkpoints are equal bit for bit."""
+    for key in ("actor_state_dict", "critic_state_dict"):
+        assert a[key].keys() == b[key].keys()
+        assert all(torch.equal(a[key][k], b[key][k]) for k in a[key]), key
+
+
 def test_ctrl_c_ends_a_run_with_its_last_complete_iteration_saved(tmp_path):
     tiny_cli = [f"--ppo={k}={v}" for k, v in (("num_steps_per_env", 4), ("save_interval", 1), ("actor_hidden", 16),
                                                ("critic_hidden", 16), ("num_learning_epochs", 1),
@@ -295,9 +302,7 @@ def test_ctrl_c_during_an_update_keeps_the_models_of_the_last_complete_iteration
         hook.remove()
     assert cut.summary["interrupted"] and cut.iterations == 2 and cut.checkpoint.name == "model_1.pt"
     a, b = checkpoint.load(two.checkpoint), checkpoint.load(cut.checkpoint)
-    for key in ("actor_state_dict", "critic_state_dict"):
-        assert a[key].keys() == b[key].keys()
-        assert all(torch.equal(a[key][k], b[key][k]) for k in a[key]), key
+    assert_same_models(a, b)
     adam_a, adam_b = a["optimizer_state_dict"]["state"], b["optimizer_state_dict"]["state"]
     assert adam_a and adam_a.keys() == adam_b.keys()
     assert all(torch.equal(adam_a[i][m], adam_b[i][m]) for i in adam_a for m in ("exp_avg", "exp_avg_sq"))
@@ -322,8 +327,7 @@ def test_ctrl_c_while_an_iteration_is_reported_keeps_that_iteration(tmp_path, mo
     assert cut.summary["interrupted"] and cut.iterations == 3 and cut.checkpoint.name == "model_2.pt"
     assert len((cut.run_dir / "progress.csv").read_text().splitlines()) == 4
     a, b = checkpoint.load(three.checkpoint), checkpoint.load(cut.checkpoint)
-    for key in ("actor_state_dict", "critic_state_dict"):
-        assert all(torch.equal(a[key][k], b[key][k]) for k in a[key]), key
+    assert_same_models(a, b)
 
 
 def test_ctrl_c_during_the_final_comparison_ends_only_the_comparison(tmp_path):
