@@ -7,7 +7,7 @@ and small torques and accelerations. On generated terrain a curriculum moves eac
 difficulty levels; ``scan=True`` adds a height scan around the base to the observations of the
 policy (noisy) and the critic. The critic observes no scan the policy lacks: its 187 points move
 together with the base height, and a critic given them learns the Go1's values so much more slowly
-that its policy walks half as well in the same steps (README, "Does it learn?").
+that its policy walks half as well in the same steps (docs/learning.md).
 """
 
 from __future__ import annotations
