@@ -16,7 +16,7 @@ import argparse
 
 import torch
 
-from motrix_gym.learn.train import train
+from motrix_gym.learn.train import last_episodes, train
 
 
 def main() -> None:
@@ -53,8 +53,7 @@ def run(args: argparse.Namespace) -> None:
     if rank == 0:
         s = res.summary
         print(f"whole run: {s['ranks']} rank(s), {s['iterations']} iterations, {s['env_steps']:,} env steps, "
-              f"{s['episodes']} episodes; last 100: mean return {s['final_train_mean_return']:.3f}, "
-              f"mean length {s['final_train_mean_episode_length']:.1f}; run directory {res.run_dir}")
+              f"{s['episodes']} episodes; {last_episodes(s)}; run directory {res.run_dir}")
 
 
 if __name__ == "__main__":

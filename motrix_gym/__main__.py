@@ -115,7 +115,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train with rsl_rl's PPO; print where the run went and how it compares with baselines.
     Ctrl-C ends the run after its last complete iteration, saved, and exits with 130."""
     _require_train_extra()
-    from motrix_gym.learn.train import train
+    from motrix_gym.learn.train import last_episodes, train
 
     budget = {"iterations": args.iterations} if args.iterations is not None else {"minutes": args.minutes or 20.0}
     res = train(_id(args.env_id), num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir,
@@ -124,8 +124,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     s = res.summary
     print(f"\n{res.iterations} iterations, {res.env_steps:,} env steps in {res.seconds / 60:.1f} min; "
           f"run directory {res.run_dir}")
-    print(f"last 100 training episodes: mean return {s['final_train_mean_return']:.3f}, "
-          f"mean length {s['final_train_mean_episode_length']:.1f} steps")
+    print(f"training episodes: {last_episodes(s)}")
     if s.get("eval"):
         print(f"first episode of {args.eval_lanes} lanes:   mean return   mean length")
         for name, e in s["eval"].items():

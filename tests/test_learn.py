@@ -27,6 +27,10 @@ def tiny(task: str):
                                   actor_hidden=(16,), critic_hidden=(16,), save_interval=1)
 
 
+def _not_json(constant: str):
+    raise ValueError(f"{constant} is not JSON")
+
+
 @pytest.mark.parametrize("task", REGISTERED)
 def test_train_two_iterations_and_play(task, tmp_path):
     res = train(env_id(task), iterations=2, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
@@ -37,6 +41,8 @@ def test_train_two_iterations_and_play(task, tmp_path):
     assert list(res.run_dir.glob("events.out.tfevents.*"))  # TensorBoard
     cfg = json.loads((res.run_dir / "config.json").read_text())
     assert (cfg["minutes"], cfg["iterations"]) == (None, 2)  # the budget, for the report's command column
+    summary = json.loads((res.run_dir / "summary.json").read_text(), parse_constant=_not_json)
+    assert (summary["final_train_mean_return"] is None) == (summary["episodes"] == 0)
     out = play(env_id(task), res.checkpoint, steps=3, progress=False)
     assert out.steps == 3 and set(out.reward_terms) and all(np.isfinite(v) for v in out.reward_terms.values())
     assert all(np.isfinite(v) for v in out.metrics.values())

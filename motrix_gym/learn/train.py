@@ -253,8 +253,9 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
             if (it - start_it + 1) % cfg.save_interval == 0:
                 last = save(it)
             bar.update(1)
-            bar.set_postfix_str(f"return {row['mean_return']:.2f}  length {row['mean_episode_length']:.0f}  "
-                                f"{row['steps_per_s']:,.0f} steps/s  {row['seconds'] / 60:.1f} min")
+            episodes = (f"return {row['mean_return']:.2f}  length {row['mean_episode_length']:.0f}" if returns
+                        else "no episode ended yet")
+            bar.set_postfix_str(f"{episodes}  {row['steps_per_s']:,.0f} steps/s  {row['seconds'] / 60:.1f} min")
     except KeyboardInterrupt:
         if distributed:
             raise
@@ -278,10 +279,12 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     writer.close()
     _write_progress(run_dir, rows)
 
+    # null, not NaN, while no episode has ended: NaN is not JSON
     summary = {"env_id": env_id, "ranks": world, "iterations": done, "env_steps": done * steps_per_it,
-               "episodes": everyone, "train_seconds": seconds, "final_train_mean_return": rows[-1]["mean_return"],
-               "final_train_mean_episode_length": rows[-1]["mean_episode_length"], "interrupted": interrupted,
-               "eval": None}
+               "episodes": everyone, "train_seconds": seconds,
+               **{f"final_train_{k}": None if math.isnan(rows[-1][k]) else rows[-1][k]
+                  for k in ("mean_return", "mean_episode_length")},
+               "interrupted": interrupted, "eval": None}
     if eval_lanes and not interrupted:
         alg.eval_mode()
         try:
@@ -313,6 +316,14 @@ def _gather(distributed: bool, returns: list[float], lengths: list[float]) -> tu
     every: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(every, (returns, lengths))
     return [r for rs, _ in every for r in rs], [n for _, ns in every for n in ns]
+
+
+def last_episodes(summary: dict[str, Any]) -> str:
+    """The summary's training episodes in words: "last 100: mean return ..., mean length ... steps"."""
+    if summary["final_train_mean_return"] is None:
+        return "no training episode ended"
+    return (f"last 100: mean return {summary['final_train_mean_return']:.3f}, "
+            f"mean length {summary['final_train_mean_episode_length']:.1f} steps")
 
 
 def _mean(values: deque[float]) -> float:
