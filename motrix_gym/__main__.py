@@ -124,7 +124,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     s = res.summary
     print(f"\n{res.iterations} iterations, {res.env_steps:,} env steps in {res.seconds / 60:.1f} min; "
           f"run directory {res.run_dir}")
-    print(f"training episodes: {last_episodes(s)}")
+    print(f"training: {last_episodes(s)}")
     if s.get("eval"):
         print(f"first episode of {args.eval_lanes} lanes:   mean return   mean length")
         for name, e in s["eval"].items():

@@ -319,10 +319,10 @@ def _gather(distributed: bool, returns: list[float], lengths: list[float]) -> tu
 
 
 def last_episodes(summary: dict[str, Any]) -> str:
-    """The summary's training episodes in words: "last 100: mean return ..., mean length ... steps"."""
+    """The summary's training episodes in words: "last 100 episodes: mean return ..., mean length ..."."""
     if summary["final_train_mean_return"] is None:
-        return "no training episode ended"
-    return (f"last 100: mean return {summary['final_train_mean_return']:.3f}, "
+        return "no episode ended"
+    return (f"last 100 episodes: mean return {summary['final_train_mean_return']:.3f}, "
             f"mean length {summary['final_train_mean_episode_length']:.1f} steps")
 
 
