@@ -35,6 +35,8 @@ def row(run: Path) -> str:
     key = next((k for k in ("track_lin_vel", "body_pos", "ball_centred") if k in track), None)
     terms = (f"{key}: {1e3 * e['policy']['reward_terms'][key]:.2f} / {1e3 * e['random']['reward_terms'][key]:.2f}"
              f" / {1e3 * e['zero']['reward_terms'][key]:.2f}") if key else ""
+    training = ("no episode ended" if s["final_train_mean_return"] is None
+                else f"{s['final_train_mean_return']:.2f} / {s['final_train_mean_episode_length']:.0f}")
     budget = f"--minutes {cfg['minutes']:g}" if cfg.get("minutes") else f"--iterations {cfg['iterations']}"
     for key, option in (("started_from", "--start-from"), ("resumed_from", "--resume")):
         if cfg.get(key):  # the source run's folder, as its own row names it
@@ -42,7 +44,7 @@ def row(run: Path) -> str:
             budget += f" {option} logs/{source.parts[-3]}/<run>/{source.name}"
     return (f"| `{s['env_id']}` | `train {s['env_id']} {budget}` ({cfg['ppo']['num_envs']} lanes) | "
             f"{s['train_seconds'] / 60:.0f} min, {s['env_steps'] / 1e6:.1f} M steps | "
-            f"{s['final_train_mean_return']:.2f} / {s['final_train_mean_episode_length']:.0f} | "
+            f"{training} | "
             f"{cell('policy')} | {cell('random')} | {cell('zero')} | {terms} | ![](docs/learning/{task}.png) |")
 
 
