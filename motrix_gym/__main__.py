@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from motrix_gym.arguments import SEED, amount, count, device_name, video_out
+from motrix_gym.arguments import SEED, amount, count, device_name, velocity_command, video_out
 from motrix_gym.sim.backend import BACKENDS
 from motrix_gym.video import VIDEO_SUFFIXES
 
@@ -146,7 +146,7 @@ def cmd_play(args: argparse.Namespace) -> None:
     path = resolve(args.checkpoint) if args.checkpoint else latest(args.log_dir, env_id)
     print(f"checkpoint: {path}")
     res = play(env_id, path, out=args.out, lanes=args.lanes, steps=args.steps, every=args.every,
-               export=args.export, seed=args.seed, width=args.width, height=args.height)
+               export=args.export, seed=args.seed, width=args.width, height=args.height, command=args.command)
     print(f"\n{res.steps} steps x {args.lanes} lanes, {res.episodes_ended} episodes ended")
     print("mean reward per env step, by term (weight * dt included):")
     for name, v in res.reward_terms.items():
@@ -243,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--height", type=count(1, 8192), default=360)
     pl.add_argument("--export", choices=("onnx",), default=None, help="write policy.onnx beside the checkpoint")
     pl.add_argument("--seed", type=SEED, default=0)
+    pl.add_argument("--command", type=velocity_command, default=None, metavar="VX,VY,WZ",
+                    help="velocity tasks: give every lane this command, m/s and rad/s (a negative first "
+                         "value: --command=-0.5,0,0)")
     pl.set_defaults(func=cmd_play)
     bench = sub.add_parser("bench", help="env-steps/s vs raw physics, runtime cost, memory per lane")
     from motrix_gym.bench import add_arguments
@@ -255,6 +258,15 @@ def main(argv: list[str] | None = None) -> int:
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             tr.error(f"argument --ppo: {twice} given twice (--num-envs sets num_envs)")
+    if args.cmd == "play" and args.command is not None:
+        from motrix_gym.envs import TASKS, task_config
+
+        name = _id(args.env_id).removeprefix("Motrix/").removesuffix("-v0")
+        if name in TASKS:  # an unknown id is gymnasium's error, below
+            try:
+                task_config(name, mode="play", command=args.command)
+            except (TypeError, ValueError) as e:
+                pl.error(f"argument --command: {e}")
     try:
         return args.func(args) or 0
     except Exception as e:

@@ -5,6 +5,7 @@ value is argparse's one-line error naming the option, before anything runs.
     p.add_argument("--steps", type=count(1), default=200)
     p.add_argument("--minutes", type=amount(positive=True))
     p.add_argument("--device", type=device_name, default="cpu")
+    p.add_argument("--command", type=velocity_command)
     p.add_argument("--out", type=video_out((".gif",)))
 """
 
@@ -52,6 +53,18 @@ def amount(positive: bool) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def velocity_command(text: str) -> tuple[float, float, float]:
+    """``VX,VY,WZ``: three finite numbers."""
+    parts = text.split(",")
+    try:
+        values = tuple(float(p) for p in parts)
+    except ValueError:
+        values = ()
+    if len(values) != 3 or not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"expected VX,VY,WZ, three finite numbers, got {text!r}")
+    return values
 
 
 def device_name(text: str) -> str:

@@ -65,6 +65,8 @@ def test_resume_continues_iterations_and_optimizer(tmp_path):
         with pytest.raises(ValueError, match=why):  # before any frame is made
             play(env_id("G1WalkFlat"), first.checkpoint, out=bad, progress=False)
     assert not (tmp_path / "missing").exists()
+    with pytest.raises(ValueError, match="command must be None or"):  # the task checks play's command
+        play(env_id("G1WalkFlat"), first.checkpoint, command=(1.0, 0.0), progress=False)
 
 
 def test_ppo_settings_change_by_name_and_a_resumed_run_keeps_its_models(tmp_path):
@@ -230,7 +232,7 @@ def test_cli_train_then_play_writes_a_gif(tmp_path):
     ckpt = next(tmp_path.glob("G1WalkFlat/*/model_1.pt"))
     gif = tmp_path / "walk.gif"
     run = subprocess.run([*cli, "play", "Motrix/G1WalkFlat-v0", "--log-dir", str(tmp_path), "--out", str(gif),
-                          "--steps", "6", "--lanes", "2"], capture_output=True, text=True)
+                          "--steps", "6", "--lanes", "2", "--command=-0.5,0,0.25"], capture_output=True, text=True)
     assert run.returncode == 0 and gif.stat().st_size > 1000, run.stderr[-2000:]
     assert f"checkpoint: {ckpt}" in run.stdout  # the newest run's last checkpoint
 
@@ -253,6 +255,19 @@ def test_a_checkpoint_that_does_not_fit_is_a_one_line_cli_error(argv, message, t
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1, err
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["play", "Motrix/G1WbtDance-v0", "--command", "1,0,0"], "argument --command: tracking() got an unexpected"),
+    (["play", "Motrix/Go1WalkFlat-v0", "--command", "1,0"], "argument --command: expected VX,VY,WZ"),
+    (["play", "Motrix/Go1WalkFlat-v0", "--command", "1,inf,0"], "argument --command: expected VX,VY,WZ"),
+])
+def test_a_command_play_cannot_give_is_an_argument_error(argv, message, tmp_path, capsys):
+    from motrix_gym.__main__ import main
+
+    with pytest.raises(SystemExit) as exit:
+        main([*argv, "--log-dir", str(tmp_path)])  # no run there: refused before looking for one
+    assert exit.value.code == 2 and message in capsys.readouterr().err
 
 
 def assert_same_models(a: dict, b: dict) -> None:

@@ -38,6 +38,30 @@ def test_play_mode_is_quiet():
         task_config("Go1WalkFlat", mode="fast")
 
 
+@pytest.mark.parametrize("command, standing", [((0.5, -0.25, 0.75), False), ((0, 0, 0), True)])
+def test_a_fixed_command_holds_through_resamples_and_resets(command, standing):
+    import torch
+
+    env = MotrixVectorEnv("Go1WalkRough", 4, compile=False, command=command)
+    env.reset(seed=0)
+    c = env.runtime.ctx.commands["base_velocity"]
+    rng = np.random.default_rng(0)
+    ended = 0
+    for _ in range(550):  # past the 10 s resampling, and through resets (random actions fall)
+        _, _, term, trunc, _ = env.step(rng.uniform(-1, 1, env.action_space.shape).astype(np.float32))
+        ended += int((term | trunc).sum())
+        assert torch.equal(c.value[:4], torch.tensor([command] * 4, dtype=torch.float32))
+        assert c.standing[:4].tolist() == [standing] * 4
+    assert ended > 0
+    env.close()
+
+
+@pytest.mark.parametrize("bad", [(1.0, 0.0), "1,0,0", 1.0, (True, 0, 0), (float("nan"), 0, 0), (1, 0, None)])
+def test_a_bad_command_is_refused(bad):
+    with pytest.raises(ValueError, match=r"Go1WalkFlat: command must be None or \(vx, vy, yaw_rate\)"):
+        task_config("Go1WalkFlat", command=bad)
+
+
 def test_vector_kernels_where_terms_do_much_per_lane():
     """Inductor's vector code pays for its compile time on a height scan's points and on motion
     tracking's bodies, nowhere else (docs/performance.md): in the graphs that observe a group

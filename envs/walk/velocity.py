@@ -13,6 +13,8 @@ that its policy walks half as well in the same steps (docs/learning.md).
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Callable, Iterable
 
 from motrix_gym.envs.robots import G1_LEGS, GO1_LEGS, T1_LEGS, Legs, action_scale
 from motrix_gym.manager.config import (
@@ -60,15 +62,31 @@ ROUGH_SMALL = TerrainConfig(sub_terrains=(SubTerrain("flat", proportion=0.2),
                                           SubTerrain("rough", proportion=0.8, noise=(0.01, 0.06), platform=1.5)))
 
 
+def fixed_command(name: str, command: Iterable[float]) -> tuple[float, float, float]:
+    """``command`` as (vx, vy, yaw rate): three finite real numbers, or a ValueError naming the task."""
+    values = () if isinstance(command, (str, bytes)) else tuple(command) if isinstance(command, Iterable) else ()
+    if len(values) != 3 or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+                                   for v in values):
+        raise ValueError(f"{name}: command must be None or (vx, vy, yaw_rate), three finite numbers, "
+                         f"got {command!r}")
+    return tuple(float(v) for v in values)
+
+
 def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = False,
-             mode: str = "train") -> TaskConfig:
+             mode: str = "train", command: Iterable[float] | None = None) -> TaskConfig:
     """The velocity-tracking task ``name`` for ``legs`` on ``terrain``.
 
     ``mode="play"``: no observation noise, pushes, randomisation or action delay, the default
-    pose at reset facing +x, and every reset on a random terrain level (no curriculum)."""
+    pose at reset facing +x, and every reset on a random terrain level (no curriculum).
+    ``command=(vx, vy, yaw_rate)``: every lane is always given that command (m/s in the base's
+    heading frame, rad/s) instead of random ones; all zero asks every lane to stand."""
     if mode not in MODES:
         raise ValueError(f"{name}: mode must be one of {MODES}, got {mode!r}")
     play, flat = mode == "play", terrain.flat
+    ranges, standing = ((-1.0, 1.0),) * 3, 0.2
+    if command is not None:
+        fixed = fixed_command(name, command)
+        ranges, standing = tuple((v, v) for v in fixed), float(not any(fixed))
 
     def noise(lo: float) -> tuple[float, float] | None:
         return None if play else (-lo, lo)
@@ -101,8 +119,7 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
     cmds = (
         *(() if flat else (CommandTerm("terrain", TerrainCurriculum, params={"command": VEL, "enabled": not play}),)),
         CommandTerm(VEL, commands.VelocityCommand,
-                    params={"ranges": ((-1.0, 1.0), (-1.0, 1.0), (-1.0, 1.0)), "standing_fraction": 0.2,
-                            "resample_s": 10.0}),
+                    params={"ranges": ranges, "standing_fraction": standing, "resample_s": 10.0}),
         *((CommandTerm("gait", commands.GaitClock, params={"command": VEL, "period": legs.gait_period}),)
           if legs.biped else ()),
         CommandTerm("feet", commands.FeetState, params={
@@ -171,37 +188,20 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
     )
 
 
-def g1_flat(mode: str = "train") -> TaskConfig:
-    return velocity("G1WalkFlat", G1_LEGS, FLAT, mode=mode)
+def registered(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = False) -> Callable[..., TaskConfig]:
+    """The builder of a registered task: its make-time options are ``mode`` and ``command``."""
+    def build(mode: str = "train", command: Iterable[float] | None = None) -> TaskConfig:
+        return velocity(name, legs, terrain, scan=scan, mode=mode, command=command)
+
+    return build
 
 
-def g1_rough(mode: str = "train") -> TaskConfig:
-    return velocity("G1WalkRough", G1_LEGS, ROUGH, mode=mode)
-
-
-def g1_stairs(mode: str = "train") -> TaskConfig:
-    return velocity("G1WalkStairs", G1_LEGS, STAIRS, scan=True, mode=mode)
-
-
-def g1_slope(mode: str = "train") -> TaskConfig:
-    return velocity("G1WalkSlope", G1_LEGS, SLOPE, scan=True, mode=mode)
-
-
-def t1_flat(mode: str = "train") -> TaskConfig:
-    return velocity("T1WalkFlat", T1_LEGS, FLAT, mode=mode)
-
-
-def t1_rough(mode: str = "train") -> TaskConfig:
-    return velocity("T1WalkRough", T1_LEGS, ROUGH, mode=mode)
-
-
-def go1_flat(mode: str = "train") -> TaskConfig:
-    return velocity("Go1WalkFlat", GO1_LEGS, FLAT, mode=mode)
-
-
-def go1_rough(mode: str = "train") -> TaskConfig:
-    return velocity("Go1WalkRough", GO1_LEGS, ROUGH_SMALL, mode=mode)
-
-
-def go1_stairs(mode: str = "train") -> TaskConfig:
-    return velocity("Go1WalkStairs", GO1_LEGS, STAIRS_SMALL, scan=True, mode=mode)
+g1_flat = registered("G1WalkFlat", G1_LEGS)
+g1_rough = registered("G1WalkRough", G1_LEGS, ROUGH)
+g1_stairs = registered("G1WalkStairs", G1_LEGS, STAIRS, scan=True)
+g1_slope = registered("G1WalkSlope", G1_LEGS, SLOPE, scan=True)
+t1_flat = registered("T1WalkFlat", T1_LEGS)
+t1_rough = registered("T1WalkRough", T1_LEGS, ROUGH)
+go1_flat = registered("Go1WalkFlat", GO1_LEGS)
+go1_rough = registered("Go1WalkRough", GO1_LEGS, ROUGH_SMALL)
+go1_stairs = registered("Go1WalkStairs", GO1_LEGS, STAIRS_SMALL, scan=True)

@@ -4,7 +4,7 @@ tracking errors; optionally exported to ONNX."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,11 +41,13 @@ def load_policy(path: str | Path, env: Any) -> tuple[Callable, Any]:
 
 def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None, lanes: int = 1,
          steps: int | None = None, every: int = 2, export: str | None = None, seed: int = 0,
-         width: int = 480, height: int = 360, progress: bool = True) -> PlayResult:
+         width: int = 480, height: int = 360, progress: bool = True,
+         command: Sequence[float] | None = None) -> PlayResult:
     """Run the policy of ``checkpoint_path`` (a run's folder: its last checkpoint) for ``steps`` env
     steps (default: one episode, at most 10 s) on ``lanes`` lanes; write every ``every``-th frame
     to ``out`` (.gif or .mp4, lanes tiled); ``export="onnx"`` writes ``policy.onnx`` beside the
-    checkpoint."""
+    checkpoint. ``command=(vx, vy, yaw_rate)`` gives every lane of a velocity-tracking task that
+    command."""
     from tqdm import tqdm
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
@@ -65,7 +67,9 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} was trained on {meta['env_id']}, not {env_id}")
     render = {} if out is None else {"render_mode": "rgb_array", "render_lane": range(lanes) if lanes > 1 else 0,
                                      "width": width, "height": height}
-    env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render)
+    options = {} if command is None else {"command": command}
+    env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render,
+                      **options)
     base = env.env
     try:
         policy, runner = load_policy(checkpoint_path, env)
