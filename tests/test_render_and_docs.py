@@ -87,6 +87,33 @@ def test_a_close_camera_over_a_large_terrain_draws_everything_in_front_of_it(mon
 
 
 @needs_gl
+def test_rendered_terrain_is_coloured_by_the_heights_under_the_camera():
+    """Looking straight down at level ground, rough ground's colour varies where the field is
+    rough and not where it is flat. Rough ground's columns 0-1 are flat, 2-9 rough, and its rows
+    rougher along +x: a texture mirrored in y or x would show the wrong tiles' roughness."""
+    from motrix_gym.envs import task_config
+    from motrix_gym.sim.render import LaneRenderer
+    from motrix_gym.sim.scene import GROUND, build_model, height_map
+
+    scene = task_config("G1WalkRough").scene
+    model, hm = build_model(scene, 0.005, visual=True), height_map(scene.terrain)
+    assert hm.tile_kinds[:2] == ("flat", "flat") and set(hm.tile_kinds[2:]) == {"rough"}
+    model.geom_group[model.geom(GROUND).id] = 5  # the ground alone is drawn
+    renderer = LaneRenderer(model, 64, 48, distance=1.5, azimuth=90.0, elevation=-90.0)
+    renderer.option.geomgroup[:] = 0
+    renderer.option.geomgroup[5] = 1
+    hue_spread = {}
+    for row, col in ((9, 0), (0, 9), (5, 8), (9, 9)):
+        qpos = model.qpos0.copy()  # the camera follows the root: put it beside the tile's platform
+        qpos[:3] = hm.tile_centers[row, col] + np.array([2.5, 2.5, 0.0])
+        frame = renderer.render(qpos).astype(float)
+        hue_spread[row, col] = float((frame[..., 2] / frame[..., 0]).std())  # the 1 m squares' shade cancels
+    renderer.close()
+    assert hue_spread[9, 0] < 0.01 < hue_spread[9, 9], hue_spread  # flat, then the roughest
+    assert hue_spread[0, 9] < hue_spread[5, 8] < hue_spread[9, 9], hue_spread
+
+
+@needs_gl
 def test_unclosed_renderer_exits_quietly():
     """A script that renders and exits without close() ends without a traceback."""
     code = ("import numpy as np; from motrix_gym.vector_env import MotrixVectorEnv; "

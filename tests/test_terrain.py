@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from motrix_gym.manager.config import SUB_TERRAINS, SubTerrain, TerrainConfig
 from motrix_gym.math.heightfield import HeightField
 from motrix_gym.mdp.terrain import commanded_distance
-from motrix_gym.sim.scene import GROUND, add_ground
+from motrix_gym.sim.scene import GROUND, add_ground, ground_colours, height_map
 from motrix_gym.sim.terrain import generate
 from motrix_gym.vector_env import MotrixVectorEnv
 
@@ -46,6 +46,25 @@ def test_height_lookup_equals_mujoco_ray_cast(kind):
     np.testing.assert_allclose(got.numpy(), ray, atol=1e-3)
     if kind != "flat":
         assert np.ptp(ray) > 0.02  # the points saw relief, not a plane
+
+
+@pytest.mark.parametrize("task", ("G1WalkStairs", "Go1WalkStairs"))
+def test_neighbouring_steps_differ_in_colour(task):
+    """Rendered terrain is coloured by height: every step of a staircase stands out from the next."""
+    from motrix_gym.envs import task_config
+
+    hm = height_map(task_config(task).scene.terrain)
+    rgb = ground_colours(hm).astype(int)
+    assert rgb.shape == (*hm.heights.shape, 3)
+    for axis in (0, 1):
+        step = np.abs(np.diff(hm.heights, axis=axis))
+        colour = np.abs(np.diff(rgb, axis=axis)).max(axis=-1)
+        square = np.diff(np.floor(hm.origin[1 - axis] + hm.spacing * np.arange(hm.heights.shape[axis]) + 1e-9))
+        same_square = np.expand_dims(square == 0, 1 - axis)  # the 1 m squares' shade is not in the way
+        risers = (step > 0.02) & same_square
+        assert risers.sum() > 1000 and colour[risers].min() >= 3, (axis, colour[risers].min())
+        level = (step == 0) & same_square
+        assert level.any() and colour[level].max() == 0
 
 
 def test_terrain_is_deterministic_and_seeded():

@@ -45,7 +45,7 @@ def build_spec(scene: SceneConfig, sim_dt: float, visual: bool = False, sensors:
 
     # from above and a little aside, so that steps and slopes show in their shading
     spec.worldbody.add_light(pos=[0, 0, 3], dir=[0.4, 0.25, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
-    add_ground(spec, scene.terrain)
+    add_ground(spec, scene.terrain, visual)
     for ball in scene.balls:
         add_ball(spec, ball)
 
@@ -109,16 +109,46 @@ def height_map(terrain: TerrainConfig) -> HeightMap | None:
     return None if terrain.flat else generate(terrain)
 
 
-def add_ground(spec: mujoco.MjSpec, terrain: TerrainConfig) -> None:
+# Height per turn of a rendered heightfield's colour wheel: neighbouring steps of every staircase
+# here (3-20 cm) differ in colour, and bumps of a few cm show.
+COLOUR_CYCLE = 0.25
+# The wheel: a grey, plus cos and sin of the height's angle times two axes (blue to sand, green to mauve).
+GREY, COS_AXIS, SIN_AXIS = np.array([0.62, 0.64, 0.66]), np.array([-0.07, -0.01, 0.07]), np.array([0.04, -0.05, 0.04])
+
+
+def ground_colours(hm: HeightMap) -> np.ndarray:
+    """(ny, nx, 3) uint8 colour of each sample of ``hm`` (same indices as its heights): a colour
+    wheel turned by the height once every ``COLOUR_CYCLE`` m, so that steps, slopes and bumps
+    show from any angle, darker on alternate 1 m squares, so that motion shows on level ground."""
+    ny, nx = hm.heights.shape
+    x = hm.origin[0] + hm.spacing * np.arange(nx)
+    y = hm.origin[1] + hm.spacing * np.arange(ny)
+    angle = (2 * np.pi / COLOUR_CYCLE * hm.heights)[..., None]
+    rgb = GREY + np.cos(angle) * COS_AXIS + np.sin(angle) * SIN_AXIS
+    # + 1e-9: a sample on a whole metre, up to rounding, starts the square beyond it
+    odd = (np.floor(y + 1e-9)[:, None] + np.floor(x + 1e-9)[None, :]) % 2 == 1
+    return np.round(np.where(odd[..., None], 0.88 * rgb, rgb) * 255).astype(np.uint8)
+
+
+def add_ground(spec: mujoco.MjSpec, terrain: TerrainConfig, visual: bool = False) -> None:
     """A static body ``terrain`` holding one geom ``terrain``: a plane at height 0, or the
     heightfield of ``terrain`` (MuJoCo stores its samples normalised to [0, 1]: the geom sits at
-    the lowest height and the field's elevation spans the range)."""
+    the lowest height and the field's elevation spans the range). A ``visual`` heightfield is
+    coloured by height (``ground_colours``); otherwise the ground has a checker texture."""
     hm = height_map(terrain)
-    light = [0.2, 0.3, 0.4] if hm is None else [0.45, 0.5, 0.55]  # relief reads better on a lighter ground
-    tex = spec.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D,
-                           builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER, width=256, height=256,
-                           rgb1=light, rgb2=[c * 0.6 for c in light])
-    mat = spec.add_material(name="grid", texrepeat=[8, 8] if hm is None else [2, 2], texuniform=True)
+    if visual and hm is not None:
+        # one texel per sample, stretched over the field; an image's first row is the field's +y edge
+        rgb = np.flipud(ground_colours(hm))
+        tex = spec.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D, width=rgb.shape[1],
+                               height=rgb.shape[0], nchannel=3)
+        tex.data = rgb.tobytes()
+        mat = spec.add_material(name="grid", texrepeat=[1, 1], texuniform=False)
+    else:
+        light = [0.2, 0.3, 0.4] if hm is None else [0.45, 0.5, 0.55]  # relief reads better on a lighter ground
+        tex = spec.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D,
+                               builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER, width=256, height=256,
+                               rgb1=light, rgb2=[c * 0.6 for c in light])
+        mat = spec.add_material(name="grid", texrepeat=[8, 8] if hm is None else [2, 2], texuniform=True)
     mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
     ground = spec.worldbody.add_body(name=TERRAIN)
     common = dict(name=GROUND, material="grid", contype=1, conaffinity=1, friction=[1.0, 0.005, 0.0001])
