@@ -133,25 +133,27 @@ def ground_colours(hm: HeightMap) -> np.ndarray:
 def add_ground(spec: mujoco.MjSpec, terrain: TerrainConfig, visual: bool = False) -> None:
     """A static body ``terrain`` holding one geom ``terrain``: a plane at height 0, or the
     heightfield of ``terrain`` (MuJoCo stores its samples normalised to [0, 1]: the geom sits at
-    the lowest height and the field's elevation spans the range). A ``visual`` heightfield is
-    coloured by height (``ground_colours``); otherwise the ground has a checker texture."""
+    the lowest height and the field's elevation spans the range). Only a ``visual`` ground, which
+    is drawn, has a texture: a checker on the plane, the height's colours on a heightfield
+    (``ground_colours``)."""
     hm = height_map(terrain)
-    if visual and hm is not None:
-        # one texel per sample, stretched over the field; an image's first row is the field's +y edge
-        rgb = np.flipud(ground_colours(hm))
-        tex = spec.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D, width=rgb.shape[1],
-                               height=rgb.shape[0], nchannel=3)
-        tex.data = rgb.tobytes()
-        mat = spec.add_material(name="grid", texrepeat=[1, 1], texuniform=False)
-    else:
-        light = [0.2, 0.3, 0.4] if hm is None else [0.45, 0.5, 0.55]  # relief reads better on a lighter ground
-        tex = spec.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D,
-                               builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER, width=256, height=256,
-                               rgb1=light, rgb2=[c * 0.6 for c in light])
-        mat = spec.add_material(name="grid", texrepeat=[8, 8] if hm is None else [2, 2], texuniform=True)
-    mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
+    material = {}
+    if visual:
+        if hm is None:
+            tex = spec.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D,
+                                   builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER, width=256, height=256,
+                                   rgb1=[0.2, 0.3, 0.4], rgb2=[0.12, 0.18, 0.24])
+            mat = spec.add_material(name="grid", texrepeat=[8, 8], texuniform=True)
+        else:  # one texel per sample, stretched over the field; an image's first row is the field's +y edge
+            rgb = np.flipud(ground_colours(hm))
+            tex = spec.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D, width=rgb.shape[1],
+                                   height=rgb.shape[0], nchannel=3)
+            tex.data = rgb.tobytes()
+            mat = spec.add_material(name="grid", texrepeat=[1, 1], texuniform=False)
+        mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
+        material = {"material": mat.name}
     ground = spec.worldbody.add_body(name=TERRAIN)
-    common = dict(name=GROUND, material="grid", contype=1, conaffinity=1, friction=[1.0, 0.005, 0.0001])
+    common = dict(name=GROUND, contype=1, conaffinity=1, friction=[1.0, 0.005, 0.0001], **material)
     if hm is None:
         ground.add_geom(type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05], **common)
         return
