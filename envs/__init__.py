@@ -74,9 +74,8 @@ def task_config(name: str, **options: Any) -> Any:
         raise ValueError(f"unknown task {name!r}; available: {sorted(TASKS)}")
     builder = _load(TASKS[name].builder)
     params = inspect.signature(builder).parameters
-    forwards = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())  # checked further in
     unknown = sorted(k for k in options if k not in params)
-    if unknown and not forwards:
+    if unknown:
         takes = sorted(params) or "none"
         raise TypeError(f"Motrix/{name}-v0 got an unexpected keyword argument {unknown[0]!r} "
                         f"(its task options: {takes}; unknown: {unknown})")

@@ -27,6 +27,10 @@ class MotrixEnv(gymnasium.Env):
                  obs_groups: tuple[str, ...] | str = ("policy",), lane_offset: int = 0,
                  nthread: int | None = 1, width: int = 640, height: int = 480, backend: str = "mujoco",
                  **task_options: Any) -> None:
+        fixed = sorted(set(task_options) & {"num_envs", "autoreset_mode"})
+        if fixed:
+            raise TypeError(f"{fixed[0]!r} is not an option of the single-lane env (one lane, no autoreset); "
+                            "use gymnasium.make_vec(id, num_envs=N, ...) for lanes and autoreset modes")
         self.vec = MotrixVectorEnv(task, 1, compile=compile, obs_groups=obs_groups, lane_offset=lane_offset,
                                    autoreset_mode=AutoresetMode.DISABLED, render_mode=render_mode,
                                    nthread=nthread, width=width, height=height, backend=backend, **task_options)

@@ -1,10 +1,12 @@
 """Bad actions raise ValueError before any state changes; real dtypes are accepted and cast."""
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 from conftest import make, snapshot
+from motrix_gym.envs import TASKS, task_config
 
 
 def assert_same_state(a: dict, b: dict) -> None:
@@ -106,6 +108,22 @@ def test_bad_make_kwargs():
         make(2, colour="red")
     with pytest.raises(TypeError, match="unexpected keyword argument 'frame_skip'"):  # Gymnasium MuJoCo's
         make(2, frame_skip=5)
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_unknown_task_option_names_the_task_and_its_options(task):
+    # another family's option is refused before anything is built, naming the task and what it takes
+    foreign = "sampling" if "Walk" in task else "command"
+    with pytest.raises(TypeError, match=rf"Motrix/{task}-v0 got an unexpected keyword argument '{foreign}' "
+                                        r"\(its task options: \[.*'mode'.*\]"):
+        task_config(task, **{foreign: None})
+
+
+def test_single_lane_env_refuses_lane_count_and_autoreset_mode():
+    with pytest.raises(TypeError, match="'num_envs' is not an option of the single-lane env.*make_vec"):
+        gym.make("Motrix/Go1WalkFlat-v0", num_envs=2)
+    with pytest.raises(TypeError, match="'autoreset_mode' is not an option of the single-lane env"):
+        gym.make("Motrix/Go1WalkFlat-v0", autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
 
 
 def test_bad_seed():

@@ -6,6 +6,7 @@ ends with the five registered tasks (G1 dance, kick, mix; T1 dance, kick).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,22 +148,16 @@ def tracking(name: str, spec: TrackingRobot, clips: tuple[str, ...], sampling: s
     )
 
 
-def g1_dance(**options: str) -> TaskConfig:
-    return tracking("G1WbtDance", G1_TRACKING, ("g1_dance.npz",), **options)
+def registered(name: str, spec: TrackingRobot, clips: tuple[str, ...]) -> Callable[..., TaskConfig]:
+    """The builder of a registered task: its make-time options are ``sampling`` and ``mode``."""
+    def build(sampling: str | None = None, mode: str = "train") -> TaskConfig:
+        return tracking(name, spec, clips, sampling=sampling, mode=mode)
+
+    return build
 
 
-def g1_kick(**options: str) -> TaskConfig:
-    return tracking("G1WbtKick", G1_TRACKING, ("g1_kick.npz",), **options)
-
-
-def g1_mix(**options: str) -> TaskConfig:
-    clips = ("g1_dance.npz", "g1_kick.npz", "g1_squat.npz", "g1_wave.npz")
-    return tracking("G1WbtMix", G1_TRACKING, clips, **options)
-
-
-def t1_dance(**options: str) -> TaskConfig:
-    return tracking("T1WbtDance", T1_TRACKING, ("t1_dance.npz",), **options)
-
-
-def t1_kick(**options: str) -> TaskConfig:
-    return tracking("T1WbtKick", T1_TRACKING, ("t1_kick.npz",), **options)
+g1_dance = registered("G1WbtDance", G1_TRACKING, ("g1_dance.npz",))
+g1_kick = registered("G1WbtKick", G1_TRACKING, ("g1_kick.npz",))
+g1_mix = registered("G1WbtMix", G1_TRACKING, ("g1_dance.npz", "g1_kick.npz", "g1_squat.npz", "g1_wave.npz"))
+t1_dance = registered("T1WbtDance", T1_TRACKING, ("t1_dance.npz",))
+t1_kick = registered("T1WbtKick", T1_TRACKING, ("t1_kick.npz",))
