@@ -49,6 +49,20 @@ def test_train_two_iterations_and_play(task, tmp_path):
     assert out.metrics or task == "Go1BallBalance"  # tracking and walking commands report their errors
 
 
+def test_the_same_seed_trains_the_same_models_bit_for_bit(tmp_path):
+    def models(seed: int, folder: str) -> dict:
+        res = train(env_id("Go1WalkFlat"), iterations=3, seed=seed, log_dir=tmp_path / folder, compile=False,
+                    eval_lanes=0, progress=False, config=tiny("Go1WalkFlat").with_(num_envs=8, num_steps_per_env=8))
+        saved = torch.load(res.checkpoint, weights_only=True)
+        return {f"{part}.{name}": t for part in ("actor_state_dict", "critic_state_dict")
+                for name, t in saved[part].items()}
+
+    first, again, other = models(3, "a"), models(3, "b"), models(4, "c")
+    assert first.keys() == again.keys() == other.keys()
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert not torch.equal(first["actor_state_dict.mlp.0.weight"], other["actor_state_dict.mlp.0.weight"])
+
+
 def test_resume_continues_iterations_and_optimizer(tmp_path):
     first = train(env_id("G1WalkFlat"), iterations=2, log_dir=tmp_path / "a", compile=False, eval_lanes=0,
                   progress=False, config=tiny("G1WalkFlat"))
