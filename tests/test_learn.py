@@ -272,7 +272,8 @@ def test_a_checkpoint_that_does_not_fit_is_a_one_line_cli_error(argv, message, t
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["play", "Motrix/G1WbtDance-v0", "--command", "1,0,0"], "argument --command: tracking() got an unexpected"),
+    (["play", "Motrix/G1WbtDance-v0", "--command", "1,0,0"],
+     "argument --command: Motrix/G1WbtDance-v0 got an unexpected keyword argument 'command'"),
     (["play", "Motrix/Go1WalkFlat-v0", "--command", "1,0"], "argument --command: expected VX,VY,WZ"),
     (["play", "Motrix/Go1WalkFlat-v0", "--command", "1,inf,0"], "argument --command: expected VX,VY,WZ"),
 ])
