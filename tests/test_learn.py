@@ -271,6 +271,20 @@ def test_a_checkpoint_that_does_not_fit_is_a_one_line_cli_error(argv, message, t
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.parametrize("flag", ["--checkpoint", "--resume", "--start-from"])
+def test_a_missing_checkpoint_is_a_one_line_cli_error(flag, tmp_path, capsys):
+    """Said before anything else is printed, run or written."""
+    from motrix_gym.__main__ import main
+
+    missing = tmp_path / "missing.pt"
+    argv = ["play", "Motrix/Go1WalkFlat-v0"] if flag == "--checkpoint" else \
+        ["train", "Motrix/Go1WalkFlat-v0", "--no-compile", "--log-dir", str(tmp_path / "logs")]
+    assert main([*argv, flag, str(missing)]) == 2
+    out = capsys.readouterr()
+    assert out.err == f"error: checkpoint {str(missing)!r} does not exist\n" and out.out == ""
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("argv, message", [
     (["play", "Motrix/G1WbtDance-v0", "--command", "1,0,0"],
      "argument --command: Motrix/G1WbtDance-v0 got an unexpected keyword argument 'command'"),

@@ -74,6 +74,8 @@ def latest(log_dir: str | Path, env_id: str) -> Path:
 def resolve(path: str | Path) -> Path:
     """``path``, or the checkpoint of the highest iteration in it where it is a run's folder."""
     path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
     if not path.is_dir():
         return path
     if (last := _last_of(path)) is None:
