@@ -226,7 +226,7 @@ class Graph:
         lanes = [a for a in args if self.lanes is not None and a.dim() and a.shape[0] == self.lanes]
         try:
             # ``aot_compile`` is what makes a graph storable and callable without Dynamo; torch
-            # releases before 2.13 offer it only when asked to
+            # 2.13 offers it by default, 2.11 (what some CUDA machines carry) only when asked
             with lane_dimension_marked([*self._lane_tensors(), *lanes]), \
                     torch._dynamo.config.patch(enable_aot_compile=True):
                 compiled = torch.compile(self._function, fullgraph=True, dynamic=False, options=self._options)
