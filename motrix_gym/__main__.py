@@ -7,13 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from motrix_gym.arguments import SEED, amount, count, device_name, velocity_command, video_out
+from motrix_gym.arguments import SEED, amount, count, device_name, task_id, velocity_command, video_out
 from motrix_gym.sim.backend import BACKENDS
 from motrix_gym.video import VIDEO_SUFFIXES
-
-
-def _id(name: str) -> str:
-    return name if name.startswith("Motrix/") else f"Motrix/{name}-v0"
 
 
 def cmd_list(args: argparse.Namespace) -> None:
@@ -43,7 +39,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     import motrix_gym  # noqa: F401
 
     t0 = time.perf_counter()
-    env = gym.make_vec(_id(args.env_id), num_envs=args.num_envs, compile=args.compile, backend=args.backend,
+    env = gym.make_vec(args.env_id, num_envs=args.num_envs, compile=args.compile, backend=args.backend,
                        device=args.device)
     env.reset(seed=args.seed)
     u = env.unwrapped
@@ -77,7 +73,7 @@ def cmd_render(args: argparse.Namespace) -> None:
     from motrix_gym.video import write_video
 
     lanes = list(range(args.lanes))
-    env = gym.make_vec(_id(args.env_id), num_envs=max(args.lanes, 1), compile=False, render_mode="rgb_array",
+    env = gym.make_vec(args.env_id, num_envs=max(args.lanes, 1), compile=False, render_mode="rgb_array",
                        render_lane=lanes if len(lanes) > 1 else 0, progress=False)
     env.reset(seed=args.seed)
     rng = np.random.default_rng(args.seed)
@@ -118,7 +114,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from motrix_gym.learn.train import last_episodes, train
 
     budget = {"iterations": args.iterations} if args.iterations is not None else {"minutes": args.minutes or 20.0}
-    res = train(_id(args.env_id), num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir,
+    res = train(args.env_id, num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir,
                 resume=args.resume, start_from=args.start_from, compile=args.compile, eval_lanes=args.eval_lanes,
                 ppo=dict(args.ppo), device=args.device, **budget)
     s = res.summary
@@ -142,7 +138,7 @@ def cmd_play(args: argparse.Namespace) -> None:
     from motrix_gym.learn.checkpoint import latest, resolve
     from motrix_gym.learn.play import play
 
-    env_id = _id(args.env_id)
+    env_id = args.env_id
     path = resolve(args.checkpoint) if args.checkpoint else latest(args.log_dir, env_id)
     print(f"checkpoint: {path}")
     res = play(env_id, path, out=args.out, lanes=args.lanes, steps=args.steps, every=args.every,
@@ -172,8 +168,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
     modules loaded so far (each is imported only by the commands that need it)."""
     found = []
     for module, name in (("motrix_gym.sim.render", "RenderingUnavailable"),
-                         ("motrix_gym.learn.checkpoint", "CheckpointError"),
-                         ("gymnasium.error", "Error")):  # an unknown task id or version
+                         ("motrix_gym.learn.checkpoint", "CheckpointError")):
         if module in sys.modules:
             found.append(getattr(sys.modules[module], name))
     return tuple(found)
@@ -184,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="registered task ids").set_defaults(func=cmd_list)
     run = sub.add_parser("run", help="step a task with random actions")
-    run.add_argument("env_id")
+    run.add_argument("env_id", type=task_id)
     run.add_argument("--num-envs", type=count(1), default=64)
     run.add_argument("--steps", type=count(1), default=200)
     run.add_argument("--seed", type=SEED, default=0)
@@ -198,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                      help="cpu, or cuda / cuda:N (backend warp: everything on the GPU)")
     run.set_defaults(func=cmd_run)
     render = sub.add_parser("render", help="write a GIF of a rollout")
-    render.add_argument("env_id")
+    render.add_argument("env_id", type=task_id)
     render.add_argument("--out", type=video_out((".gif",)), required=True, help="output .gif")
     render.add_argument("--steps", type=count(1), default=100)
     render.add_argument("--every", type=count(1), default=2, help="keep every n-th frame")
@@ -207,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     render.add_argument("--action-std", type=amount(positive=False), default=0.0, help="0: hold the default pose")
     render.set_defaults(func=cmd_render)
     tr = sub.add_parser("train", help="train a policy with rsl_rl's PPO (the task family's defaults)")
-    tr.add_argument("env_id")
+    tr.add_argument("env_id", type=task_id)
     tr.add_argument("--num-envs", type=count(1), default=None, help="default: the task family's")
     budget = tr.add_mutually_exclusive_group()
     budget.add_argument("--minutes", type=amount(positive=True), default=None, help="wall-clock budget (default 20)")
@@ -230,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="cpu, or cuda / cuda:N (simulation, runtime and policy on the GPU)")
     tr.set_defaults(func=cmd_train)
     pl = sub.add_parser("play", help="watch a trained policy (play mode, rendered off-screen)")
-    pl.add_argument("env_id")
+    pl.add_argument("env_id", type=task_id)
     pl.add_argument("--checkpoint", default=None,
                     help="a model_<it>.pt or a run's folder (its last); default: the last one of the newest "
                          "run in --log-dir")
@@ -259,14 +254,12 @@ def main(argv: list[str] | None = None) -> int:
         if twice:
             tr.error(f"argument --ppo: {twice} given twice (--num-envs sets num_envs)")
     if args.cmd == "play" and args.command is not None:
-        from motrix_gym.envs import TASKS, task_config
+        from motrix_gym.envs import task_config, task_name
 
-        name = _id(args.env_id).removeprefix("Motrix/").removesuffix("-v0")
-        if name in TASKS:  # an unknown id is gymnasium's error, below
-            try:
-                task_config(name, mode="play", command=args.command)
-            except (TypeError, ValueError) as e:
-                pl.error(f"argument --command: {e}")
+        try:
+            task_config(task_name(args.env_id), mode="play", command=args.command)
+        except (TypeError, ValueError) as e:
+            pl.error(f"argument --command: {e}")
     try:
         return args.func(args) or 0
     except Exception as e:

@@ -7,6 +7,7 @@ value is argparse's one-line error naming the option, before anything runs.
     p.add_argument("--device", type=device_name, default="cpu")
     p.add_argument("--command", type=velocity_command)
     p.add_argument("--out", type=video_out((".gif",)))
+    p.add_argument("env_id", type=task_id)
 """
 
 from __future__ import annotations
@@ -93,3 +94,16 @@ def video_out(suffixes: tuple[str, ...]) -> Callable[[str], str]:
         return text
 
     return parse
+
+
+def task_id(text: str) -> str:
+    """A registered task, by its id (``Motrix/G1WalkFlat-v0``) or its name (``G1WalkFlat``): the id."""
+    from motrix_gym.registry import REGISTERED, env_id
+
+    ids = {env_id(name) for name in REGISTERED}
+    if text in ids:
+        return text
+    if text in REGISTERED:
+        return env_id(text)
+    raise argparse.ArgumentTypeError(f"unknown task {text!r}; registered: {', '.join(REGISTERED)}, each as "
+                                     f"{env_id('<name>')} or <name>")

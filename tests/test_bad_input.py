@@ -201,8 +201,23 @@ def test_bad_command_line_numbers_are_argparse_errors(argv, option, tmp_path, ca
     assert not list(tmp_path.iterdir())
 
 
-def test_an_unknown_task_id_is_a_one_line_error(capsys):
+@pytest.mark.parametrize("command", [["run"], ["render", "--out", "OUT"], ["train"], ["play"], ["bench"]])
+@pytest.mark.parametrize("task", ["Nope", "Motrix/Nope-v0", "Motrix/G1WalkFlat-v1", "Motrix/G1WalkFlat", "g1walkflat"])
+def test_an_unknown_task_id_is_an_argparse_error_of_every_command(command, task, tmp_path, capsys):
     from motrix_gym.__main__ import main
 
-    assert main(["run", "Nope", "--no-compile"]) == 2
-    assert capsys.readouterr().err.strip() == "error: Environment `Nope` doesn't exist in namespace Motrix."
+    argv = [command[0], task, *(str(tmp_path / "out.gif") if a == "OUT" else a for a in command[1:])]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: argument env_id: unknown task {task!r}; registered: G1WbtDance, " in err
+    assert "Traceback" not in err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("task", ["Motrix/Go1WalkFlat-v0", "Go1WalkFlat"])
+def test_a_task_is_named_by_its_id_or_its_name(task):
+    from motrix_gym.arguments import task_id
+
+    assert task_id(task) == "Motrix/Go1WalkFlat-v0"
