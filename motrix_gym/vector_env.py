@@ -162,8 +162,8 @@ class MotrixVectorEnv(VectorEnv):
         if len(set(groups)) < len(groups):
             raise ValueError(f"obs_groups {list(groups)}: a group is named twice")
         if not groups or unknown:
-            raise ValueError(f"obs_groups {list(groups)}: unknown group(s) {unknown}; "
-                             f"task {cfg.name!r} has {sorted(cfg.observations)}")
+            problem = f"unknown group(s) {unknown}" if unknown else "names no group"
+            raise ValueError(f"obs_groups {list(groups)}: {problem}; task {cfg.name!r} has {sorted(cfg.observations)}")
 
         self.task, self.backend = cfg, backend
         self.runtime = rt = build_runtime(cfg, num_envs, compile=compile, backend=backend, device=self.device,

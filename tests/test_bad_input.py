@@ -95,6 +95,8 @@ def test_bad_make_kwargs():
             make(2, compile_processes=bad)
     with pytest.raises(ValueError, match="a group is named twice"):
         make(2, obs_groups=("policy", "policy"))
+    with pytest.raises(ValueError, match=r"obs_groups \[\]: names no group; task '\w+' has \['critic', 'policy'\]"):
+        make(2, obs_groups=())
     for bad in (0, 2.5, True):
         with pytest.raises(ValueError, match="nthread must be None or an int >= 1"):
             make(2, nthread=bad)
