@@ -205,10 +205,20 @@ def test_checkpoint_with_pickled_object_is_refused(tmp_path):
     run = subprocess.run([sys.executable, "-m", "motrix_gym", "play", "Motrix/G1WalkFlat-v0", "--checkpoint",
                           str(bad)], capture_output=True, text=True)
     assert run.returncode == 2 and "objects other than tensors" in run.stderr and "Traceback" not in run.stderr
+    refused = f"Unsupported global: GLOBAL {Payload.__module__}.Payload was not an allowed global by default."
+    assert refused in run.stderr
     plain = tmp_path / "plain.pt"
     torch.save({"weights": torch.zeros(2)}, plain)
     with pytest.raises(checkpoint.CheckpointError, match="not written by"):
         checkpoint.load(plain)
+
+
+@pytest.mark.parametrize("content", [b"", b"print('hello')\n", b"PK\x03\x04 cut short"])
+def test_a_file_torch_did_not_write_is_refused_as_such(content, tmp_path):
+    path = tmp_path / "model_0.pt"
+    path.write_bytes(content)
+    with pytest.raises(checkpoint.CheckpointError, match=r"model_0.pt' is not a file written by torch.save$"):
+        checkpoint.load(path)
 
 
 class CtrlCWhileWritten:

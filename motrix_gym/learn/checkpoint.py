@@ -10,6 +10,7 @@ import os
 import pickle
 import re
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -101,19 +102,28 @@ def save(path: Path, state: dict[str, Any], meta: dict[str, Any]) -> None:
         raise
 
 
+def _refused(message: str) -> str:
+    """What torch's weights-only unpickler refused (``Unsupported global: GLOBAL m.C ...``), from the
+    advice it is wrapped in."""
+    found = re.search(r"WeightsUnpickler error: ([^\n]*?\.)(?:\s|$)", message)
+    lines = message.strip().splitlines()
+    return found.group(1) if found else (lines[-1] if lines else "refused by torch.load(weights_only=True)")
+
+
 def load(path: str | Path) -> dict[str, Any]:
     """The checkpoint at ``path``, loaded as data only."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
+    if not zipfile.is_zipfile(path):  # what torch.save writes
+        raise CheckpointError(f"checkpoint {str(path)!r} is not a file written by torch.save")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         raise CheckpointError(f"checkpoint {str(path)!r} holds objects other than tensors and plain data, so it is "
-                              f"not loaded (it would run code from the file): {first}") from None
-    except Exception as e:  # not a torch file at all
-        raise CheckpointError(f"checkpoint {str(path)!r} cannot be read: {e}") from None
+                              f"not loaded (it would run code from the file): {_refused(str(e))}") from None
+    except Exception as e:
+        raise CheckpointError(f"checkpoint {str(path)!r} cannot be read: {type(e).__name__}: {e}") from None
     infos = ckpt.get("infos") if isinstance(ckpt, dict) else None
     if not isinstance(infos, dict) or infos.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {str(path)!r} was not written by `python -m motrix_gym train` "
