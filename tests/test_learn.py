@@ -181,6 +181,10 @@ def test_onnx_export_reproduces_the_policy(tmp_path):
     res = train(env_id("G1WalkFlat"), iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
                 config=tiny("G1WalkFlat").with_(actor_hidden=(32, 16)))
     out = play(env_id("G1WalkFlat"), res.checkpoint, steps=1, export="onnx", progress=False)
+    alone = tmp_path / "deployed" / "policy.onnx"  # the file on its own, as it is copied to a robot
+    alone.parent.mkdir()
+    alone.write_bytes(out.onnx.read_bytes())
+    assert sorted(p.name for p in out.onnx.parent.glob("policy.onnx*")) == ["policy.onnx"]
     env = make_rsl_rl(env_id("G1WalkFlat"), num_envs=4, compile=False, progress=False)
     policy, _ = load_policy(res.checkpoint, env)
     obs = env.get_observations()
@@ -188,7 +192,7 @@ def test_onnx_export_reproduces_the_policy(tmp_path):
         with torch.inference_mode():
             want = policy(obs)
             obs = env.step(want)[0]
-        got = ReferenceEvaluator(str(out.onnx)).run(None, {"obs": obs["policy"].numpy()})[0]
+        got = ReferenceEvaluator(str(alone)).run(None, {"obs": obs["policy"].numpy()})[0]
         assert np.allclose(got, policy(obs).detach().numpy(), atol=1e-5)
     env.close()
 

@@ -39,6 +39,16 @@ def load_policy(path: str | Path, env: Any) -> tuple[Callable, Any]:
     return runner.get_inference_policy(), runner
 
 
+def export_onnx(runner: Any, target: Path) -> Path:
+    """The runner's policy (observation normaliser included) as one self-contained ONNX file:
+    rsl_rl's own export leaves the weights in a ``.data`` file beside it, which a copy of the
+    ``.onnx`` alone would lose."""
+    model = runner.alg.get_policy().as_onnx(verbose=False).to("cpu").eval()
+    torch.onnx.export(model, model.get_dummy_inputs(), target, opset_version=18, input_names=model.input_names,
+                      output_names=model.output_names, external_data=False)
+    return target
+
+
 def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None, lanes: int = 1,
          steps: int | None = None, every: int = 2, export: str | None = None, seed: int = 0,
          width: int = 480, height: int = 360, progress: bool = True,
@@ -96,9 +106,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         video = None if out is None else write_video(frames, out, fps=1.0 / (base.task.step_dt * every))
         onnx = None
         if export == "onnx":
-            target = Path(checkpoint_path).with_name("policy.onnx")
-            runner.export_policy_to_onnx(str(target.parent), target.name)
-            onnx = target
+            onnx = export_onnx(runner, Path(checkpoint_path).with_name("policy.onnx"))
     finally:  # frees the renderer's GL context while its display is still up
         env.close()
     return PlayResult(steps, {n: float(r) / (steps * lanes) for n, r in zip(rt.reward_names, rewards)},
