@@ -1,10 +1,15 @@
 """rsl_rl's OnPolicyRunner trains through the adapter."""
 
+import re
+
+import gymnasium as gym
+import pytest
 import torch
+from gymnasium.vector import AutoresetMode
 from rsl_rl.runners import OnPolicyRunner
 
 from conftest import ENV_ID
-from motrix_gym.integrations.rsl_rl import make_rsl_rl
+from motrix_gym.integrations.rsl_rl import RslRlVecEnv, make_rsl_rl
 
 TRAIN_CFG = {
     "num_steps_per_env": 16,
@@ -35,3 +40,26 @@ def test_on_policy_runner_two_iterations(tmp_path):
             break
     assert dones.any() and "Episode_Reward/track_lin_vel" in extras["log"]
     env.close()
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"output": "numpy"}, "RslRlVecEnv needs output='torch', got 'numpy'"),
+    ({"autoreset_mode": AutoresetMode.NEXT_STEP}, "RslRlVecEnv needs autoreset_mode=<AutoresetMode.SAME_STEP"),
+    ({"autoreset_mode": "Disabled"}, "got 'Disabled'"),
+])
+def test_make_rsl_rl_refuses_other_outputs_before_building(kwargs, message):
+    # an unknown id would fail when the env is built: the adapter's error comes first
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make_rsl_rl("Motrix/Nope-v0", num_envs=2, **kwargs)
+
+
+def test_make_rsl_rl_takes_the_settings_it_needs_when_named():
+    env = make_rsl_rl(ENV_ID, num_envs=2, compile=False, progress=False, output="torch", autoreset_mode="SameStep")
+    assert env.get_observations()["policy"].shape == (2, 98)
+    env.close()
+    plain = gym.make_vec(ENV_ID, num_envs=2, compile=False, progress=False, output="torch",
+                         autoreset_mode=AutoresetMode.NEXT_STEP)
+    with pytest.raises(ValueError, match="RslRlVecEnv needs output='torch' and autoreset_mode=SAME_STEP, got "
+                                         "output='torch' and autoreset_mode=NEXT_STEP"):
+        RslRlVecEnv(plain)
+    plain.close()

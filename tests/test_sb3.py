@@ -60,3 +60,9 @@ def test_vecnormalize_runs():
 def test_rejects_unsupported_envs():
     with pytest.raises(ValueError, match="SAME_STEP"):
         Sb3VecEnv(make(2, output="torch"))
+
+
+def test_make_sb3_refuses_torch_outputs_before_building():
+    # an unknown id would fail when the env is built: the adapter's error comes first
+    with pytest.raises(ValueError, match="Sb3VecEnv needs output='numpy', got 'torch'"):
+        make_sb3("Motrix/Nope-v0", num_envs=2, output="torch")

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
-from motrix_gym.integrations import motrix_base
+from motrix_gym.integrations import make_vec, motrix_base
 from motrix_gym.vector_env import MotrixVectorEnv
 
 
@@ -65,7 +64,5 @@ class RslRlVecEnv(VecEnv):
 
 def make_rsl_rl(env_id: str, num_envs: int, seed: int = 0, **kwargs: Any) -> RslRlVecEnv:
     """``gym.make_vec`` with torch outputs and both observation groups, wrapped for rsl_rl."""
-    import motrix_gym  # noqa: F401  (registers the ids)
-
     kwargs.setdefault("obs_groups", ("policy", "critic"))
-    return RslRlVecEnv(gym.make_vec(env_id, num_envs=num_envs, output="torch", **kwargs), seed=seed)
+    return RslRlVecEnv(make_vec("RslRlVecEnv", env_id, num_envs, "torch", kwargs), seed=seed)

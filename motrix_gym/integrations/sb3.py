@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
-from motrix_gym.integrations import motrix_base
+from motrix_gym.integrations import make_vec, motrix_base
 from motrix_gym.vector_env import MotrixVectorEnv
 
 
@@ -95,6 +95,4 @@ class Sb3VecEnv(VecEnv):
 
 def make_sb3(env_id: str, num_envs: int, **kwargs: Any) -> Sb3VecEnv:
     """``gym.make_vec(env_id, num_envs, **kwargs)`` wrapped for SB3."""
-    import motrix_gym  # noqa: F401  (registers the ids)
-
-    return Sb3VecEnv(gym.make_vec(env_id, num_envs=num_envs, **kwargs))
+    return Sb3VecEnv(make_vec("Sb3VecEnv", env_id, num_envs, "numpy", kwargs))
