@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from motrix_gym.arguments import SEED, amount, count, device_name, task_id, velocity_command, video_out
+from motrix_gym.arguments import SEED, amount, count, device_name, out_path, task_id, velocity_command
 from motrix_gym.sim.backend import BACKENDS
 from motrix_gym.video import VIDEO_SUFFIXES
 
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     run.set_defaults(func=cmd_run)
     render = sub.add_parser("render", help="write a GIF of a rollout")
     render.add_argument("env_id", type=task_id)
-    render.add_argument("--out", type=video_out((".gif",)), required=True, help="output .gif")
+    render.add_argument("--out", type=out_path((".gif",)), required=True, help="output .gif")
     render.add_argument("--steps", type=count(1), default=100)
     render.add_argument("--every", type=count(1), default=2, help="keep every n-th frame")
     render.add_argument("--lanes", type=count(1), default=1, help="tile the first k lanes")
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="a model_<it>.pt or a run's folder (its last); default: the last one of the newest "
                          "run in --log-dir")
     pl.add_argument("--log-dir", default="logs", help="where train wrote the runs")
-    pl.add_argument("--out", type=video_out(VIDEO_SUFFIXES), default=None, help="video.gif or video.mp4")
+    pl.add_argument("--out", type=out_path(VIDEO_SUFFIXES), default=None, help="video.gif or video.mp4")
     pl.add_argument("--lanes", type=count(1), default=1, help="lanes run and tiled in the video")
     pl.add_argument("--steps", type=count(1), default=None, help="default: one episode, at most 10 s")
     pl.add_argument("--every", type=count(1), default=2, help="keep every n-th frame")
@@ -248,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(bench)
     bench.set_defaults(func=cmd_bench)
     args = parser.parse_args(argv)
+    if args.cmd == "bench" and (args.env_id is None) == (not args.all):
+        bench.error("give a task id or --all, not both" if args.all else "give a task id or --all")
     if args.cmd == "train":
         names = [name for name, _ in args.ppo] + (["num_envs"] if args.num_envs is not None else [])
         twice = sorted({name for name in names if names.count(name) > 1})

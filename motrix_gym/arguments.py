@@ -6,7 +6,7 @@ value is argparse's one-line error naming the option, before anything runs.
     p.add_argument("--minutes", type=amount(positive=True))
     p.add_argument("--device", type=device_name, default="cpu")
     p.add_argument("--command", type=velocity_command)
-    p.add_argument("--out", type=video_out((".gif",)))
+    p.add_argument("--out", type=out_path((".gif",)))
     p.add_argument("env_id", type=task_id)
 """
 
@@ -16,6 +16,7 @@ import argparse
 import math
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 
 def is_int(x: object) -> bool:
@@ -82,13 +83,21 @@ def device_name(text: str) -> str:
     return text
 
 
-def video_out(suffixes: tuple[str, ...]) -> Callable[[str], str]:
+def check_out_path(out: str | Path, suffixes: tuple[str, ...]) -> Path:
+    """``out`` as a path to be written later, checked now: one of ``suffixes``, an existing folder."""
+    path = Path(out)
+    if path.suffix not in suffixes:
+        raise ValueError(f"{str(out)!r} does not end in one of {suffixes}")
+    if not path.parent.is_dir():
+        raise ValueError(f"{str(out)!r}: folder {str(path.parent)!r} does not exist")
+    return path
+
+
+def out_path(suffixes: tuple[str, ...]) -> Callable[[str], str]:
     """A path ending in one of ``suffixes`` whose folder exists (nothing is written to it here)."""
     def parse(text: str) -> str:
-        from motrix_gym.video import check_video_out
-
         try:
-            check_video_out(text, suffixes)
+            check_out_path(text, suffixes)
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
         return text

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from motrix_gym.arguments import count, device_name, task_id
+from motrix_gym.arguments import count, device_name, out_path, task_id
 from motrix_gym.sim.backend import BACKENDS
 
 
@@ -60,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--current-kinematics", action=argparse.BooleanOptionalAction, default=True,
                    help="bring body frames and sensors to the new state after stepping (default)")
-    p.add_argument("--json", default=None, help="also write the results to this file")
+    p.add_argument("--json", type=out_path((".json",)), default=None, help="also write the results to this .json file")
     p.add_argument("--startup", action="store_true",
                    help="also time make -> first compiled step in fresh processes, cold and warm cache")
     p.add_argument("--startup-repeats", type=count(1), default=1,
@@ -244,12 +244,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 def main(args: argparse.Namespace) -> None:
     from motrix_gym.registry import REGISTERED, env_id
 
-    if args.all:
-        ids = [env_id(t) for t in REGISTERED]
-    elif args.env_id:
-        ids = [args.env_id]
-    else:
-        raise SystemExit("bench: give a task id or --all")
+    ids = [env_id(t) for t in REGISTERED] if args.all else [args.env_id]
     rows = []
     for i in ids:
         for n in args.num_envs:

@@ -184,6 +184,8 @@ def test_finite_actions_beyond_float32_are_clipped_not_refused(huge):
     (["play", "G1WalkFlat", "--checkpoint", "c.pt", "--width", "9000"], "--width: must be in [1, 8192]"),
     (["bench", "G1WalkFlat", "--repeats", "0"], "--repeats: must be >= 1"),
     (["bench", "G1WalkFlat", "--num-envs", "8", "-3"], "--num-envs: must be >= 1, got -3"),
+    (["bench", "G1WalkFlat", "--json", "MISSING/rows.json"], "--json: 'MISSING/rows.json': folder 'MISSING' does not"),
+    (["bench", "G1WalkFlat", "--json", "rows.txt"], "--json: 'rows.txt' does not end in one of ('.json',)"),
     (["run", "G1WalkFlat", "--device", "tpu"], "--device: expected cpu, cuda or cuda:N, got 'tpu'"),
     (["train", "G1WalkFlat", "--device", "cuda:99"], "--device: cuda:99 is not available here"),
     (["train", "G1WalkFlat", "--ppo", "gamma=2"], "--ppo: PpoConfig.gamma must be a finite number in (0, 1]"),
@@ -216,6 +218,17 @@ def test_an_unknown_task_id_is_an_argparse_error_of_every_command(command, task,
     assert f"error: argument env_id: unknown task {task!r}; registered: G1WbtDance, " in err
     assert "Traceback" not in err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("argv", "message"), [(["bench"], "give a task id or --all"),
+                                               (["bench", "G1WalkFlat", "--all"], "give a task id or --all, not both")])
+def test_bench_runs_one_task_or_all(argv, message, capsys):
+    from motrix_gym.__main__ import main
+
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().endswith(f"error: {message}")
 
 
 @pytest.mark.parametrize("task", ["Motrix/Go1WalkFlat-v0", "Go1WalkFlat"])

@@ -11,11 +11,11 @@ from typing import Any
 
 import torch
 
-from motrix_gym.arguments import is_int
+from motrix_gym.arguments import check_out_path, is_int
 from motrix_gym.learn import checkpoint
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import PpoConfig
-from motrix_gym.video import check_video_out, write_video
+from motrix_gym.video import VIDEO_SUFFIXES, write_video
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     if steps is not None and not (is_int(steps) and steps >= 1):
         raise ValueError(f"steps must be None (one episode, at most 10 s) or an int >= 1, got {steps!r}")
     if out is not None:
-        out = check_video_out(out)
+        out = check_out_path(out, VIDEO_SUFFIXES)
     checkpoint_path = checkpoint.resolve(checkpoint_path)
     meta = checkpoint.load(checkpoint_path)["infos"]
     if meta["env_id"] != env_id:
