@@ -168,7 +168,8 @@ def _user_errors() -> tuple[type[Exception], ...]:
     modules loaded so far (each is imported only by the commands that need it)."""
     found = []
     for module, name in (("motrix_gym.sim.render", "RenderingUnavailable"),
-                         ("motrix_gym.learn.checkpoint", "CheckpointError")):
+                         ("motrix_gym.learn.checkpoint", "CheckpointError"),
+                         ("motrix_gym.sim.backend", "MissingExtra")):
         if module in sys.modules:
             found.append(getattr(sys.modules[module], name))
     return tuple(found)

@@ -1,5 +1,8 @@
 """Bad actions raise ValueError before any state changes; real dtypes are accepted and cast."""
 
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -218,6 +221,19 @@ def test_an_unknown_task_id_is_an_argparse_error_of_every_command(command, task,
     assert f"error: argument env_id: unknown task {task!r}; registered: G1WbtDance, " in err
     assert "Traceback" not in err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("argv", [["run", "Go1WalkFlat", "--backend", "warp", "--num-envs", "2", "--steps", "1"],
+                                  ["bench", "Go1WalkFlat", "--backend", "warp", "--num-envs", "2"]])
+def test_the_warp_backend_without_its_packages_is_a_one_line_error(argv):
+    # the packages made unimportable, as on a machine where the extra was not installed
+    code = ("import sys; sys.modules['warp'] = sys.modules['mujoco_warp'] = None; "
+            f"from motrix_gym.__main__ import main; sys.exit(main({argv + ['--no-compile']!r}))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().splitlines()[-1] == ("error: backend='warp' needs mujoco-warp and warp-lang: "
+                                                   "pip install 'motrix-gym[warp]'")
+    assert "Traceback" not in run.stderr
 
 
 @pytest.mark.parametrize(("argv", "message"), [(["bench"], "give a task id or --all"),

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 BACKENDS = ("mujoco", "warp")
 
 
+class MissingExtra(ImportError):
+    """A backend's optional packages are not installed; the message names the extra that installs them."""
+
+
 def usable_cores() -> int:
     """Cores this process may use."""
     try:

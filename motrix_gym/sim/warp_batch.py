@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from motrix_gym.arguments import is_int
+from motrix_gym.sim.backend import MissingExtra
 from motrix_gym.sim.engine import mujoco
 from motrix_gym.sim.lane_params import write_ball, write_robot
 
@@ -43,7 +44,7 @@ try:
     import mujoco_warp as mjw
     import warp as wp
 except ImportError as e:  # optional dependency
-    raise ImportError("backend='warp' needs mujoco-warp and warp-lang: pip install 'motrix-gym[warp]'") from e
+    raise MissingExtra("backend='warp' needs mujoco-warp and warp-lang: pip install 'motrix-gym[warp]'") from e
 
 # At its default level (info) Warp prints a line for every kernel module it loads, dozens per
 # model; a level the user chose is kept.
