@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from motrix_gym.arguments import SEED, amount, count, device_name, out_path, task_id, velocity_command
+from motrix_gym.arguments import SEED, TASK_HELP, amount, count, device_name, out_path, task_id, velocity_command
 from motrix_gym.sim.backend import BACKENDS
 from motrix_gym.video import VIDEO_SUFFIXES
 
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="registered task ids").set_defaults(func=cmd_list)
     run = sub.add_parser("run", help="step a task with random actions")
-    run.add_argument("env_id", type=task_id)
+    run.add_argument("env_id", type=task_id, help=TASK_HELP)
     run.add_argument("--num-envs", type=count(1), default=64)
     run.add_argument("--steps", type=count(1), default=200)
     run.add_argument("--seed", type=SEED, default=0)
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                      help="cpu, or cuda / cuda:N (backend warp: everything on the GPU)")
     run.set_defaults(func=cmd_run)
     render = sub.add_parser("render", help="write a GIF of a rollout")
-    render.add_argument("env_id", type=task_id)
+    render.add_argument("env_id", type=task_id, help=TASK_HELP)
     render.add_argument("--out", type=out_path((".gif",)), required=True, help="output .gif")
     render.add_argument("--steps", type=count(1), default=100)
     render.add_argument("--every", type=count(1), default=2, help="keep every n-th frame")
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     render.add_argument("--action-std", type=amount(positive=False), default=0.0, help="0: hold the default pose")
     render.set_defaults(func=cmd_render)
     tr = sub.add_parser("train", help="train a policy with rsl_rl's PPO (the task family's defaults)")
-    tr.add_argument("env_id", type=task_id)
+    tr.add_argument("env_id", type=task_id, help=TASK_HELP)
     tr.add_argument("--num-envs", type=count(1), default=None, help="default: the task family's")
     budget = tr.add_mutually_exclusive_group()
     budget.add_argument("--minutes", type=amount(positive=True), default=None, help="wall-clock budget (default 20)")
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="cpu, or cuda / cuda:N (simulation, runtime and policy on the GPU)")
     tr.set_defaults(func=cmd_train)
     pl = sub.add_parser("play", help="watch a trained policy (play mode, rendered off-screen)")
-    pl.add_argument("env_id", type=task_id)
+    pl.add_argument("env_id", type=task_id, help=TASK_HELP)
     pl.add_argument("--checkpoint", default=None,
                     help="a model_<it>.pt or a run's folder (its last); default: the last one of the newest "
                          "run in --log-dir")

@@ -105,6 +105,9 @@ def out_path(suffixes: tuple[str, ...]) -> Callable[[str], str]:
     return parse
 
 
+TASK_HELP = "a task id (Motrix/G1WalkFlat-v0) or its name (G1WalkFlat); `list` prints them"
+
+
 def task_id(text: str) -> str:
     """A registered task, by its id (``Motrix/G1WalkFlat-v0``) or its name (``G1WalkFlat``): the id."""
     from motrix_gym.registry import REGISTERED, env_id

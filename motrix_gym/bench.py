@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from motrix_gym.arguments import count, device_name, out_path, task_id
+from motrix_gym.arguments import TASK_HELP, count, device_name, out_path, task_id
 from motrix_gym.sim.backend import BACKENDS
 
 
@@ -48,7 +48,7 @@ def rss_mb() -> float:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("env_id", nargs="?", type=task_id, help="task id, e.g. Motrix/G1WalkFlat-v0")
+    p.add_argument("env_id", nargs="?", type=task_id, help=TASK_HELP)
     p.add_argument("--all", action="store_true", help="every registered task")
     p.add_argument("--num-envs", type=count(1), nargs="+", default=[256])
     p.add_argument("--steps", type=count(1), default=20, help="env steps per timed repeat")
