@@ -221,7 +221,7 @@ def test_checkpoint_with_pickled_object_is_refused(tmp_path):
 def test_a_file_torch_did_not_write_is_refused_as_such(content, tmp_path):
     path = tmp_path / "model_0.pt"
     path.write_bytes(content)
-    with pytest.raises(checkpoint.CheckpointError, match=r"model_0.pt' is not a file written by torch.save$"):
+    with pytest.raises(checkpoint.CheckpointError, match=r"model_0.pt' is not the zip archive that torch.save writes$"):
         checkpoint.load(path)
 
 

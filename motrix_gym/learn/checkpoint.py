@@ -115,8 +115,8 @@ def load(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
-    if not zipfile.is_zipfile(path):  # what torch.save writes
-        raise CheckpointError(f"checkpoint {str(path)!r} is not a file written by torch.save")
+    if not zipfile.is_zipfile(path):
+        raise CheckpointError(f"checkpoint {str(path)!r} is not the zip archive that torch.save writes")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
