@@ -43,6 +43,10 @@ def build_spec(scene: SceneConfig, sim_dt: float, visual: bool = False, sensors:
         raise TaskConfigError(f"robot {robot.name!r}: root body {robot.root_body!r} not in the model")
     root.pos = [0.0, 0.0, robot.base_height]
 
+    # Each light that casts shadows costs a further pass over the scene per frame: the robot's
+    # own lights only light it, and the scene's light below casts the shadows.
+    for light in spec.lights:
+        light.castshadow = False
     # from above and a little aside, so that steps and slopes show in their shading
     spec.worldbody.add_light(pos=[0, 0, 3], dir=[0.4, 0.25, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
     add_ground(spec, scene.terrain, visual)
