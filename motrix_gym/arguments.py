@@ -110,12 +110,11 @@ TASK_HELP = "a task id (Motrix/G1WalkFlat-v0) or its name (G1WalkFlat); `list` p
 
 def task_id(text: str) -> str:
     """A registered task, by its id (``Motrix/G1WalkFlat-v0``) or its name (``G1WalkFlat``): the id."""
-    from motrix_gym.registry import REGISTERED, env_id
+    from motrix_gym.registry import REGISTERED, check_id, env_id
 
-    ids = {env_id(name) for name in REGISTERED}
-    if text in ids:
-        return text
     if text in REGISTERED:
         return env_id(text)
-    raise argparse.ArgumentTypeError(f"unknown task {text!r}; registered: {', '.join(REGISTERED)}, each as "
-                                     f"{env_id('<name>')} or <name>")
+    try:
+        return check_id(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{e} (or <name>)") from None

@@ -15,6 +15,13 @@ def env_id(task: str) -> str:
     return f"{NAMESPACE}/{task}-v0"
 
 
+def check_id(value: object) -> str:
+    """``value`` if it is a registered id, else a ValueError that lists the registered tasks."""
+    if value not in {env_id(task) for task in REGISTERED}:
+        raise ValueError(f"unknown task {value!r}; registered: {', '.join(REGISTERED)}, each as {env_id('<name>')}")
+    return value
+
+
 def register_all() -> None:
     for task in REGISTERED:
         if env_id(task) in gymnasium.registry:

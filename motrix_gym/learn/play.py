@@ -15,6 +15,7 @@ from motrix_gym.arguments import check_out_path, is_int
 from motrix_gym.learn import checkpoint
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import PpoConfig
+from motrix_gym.registry import check_id
 from motrix_gym.video import VIDEO_SUFFIXES, write_video
 
 
@@ -62,6 +63,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
 
+    check_id(env_id)
     if export not in (None, "onnx"):
         raise ValueError(f"export must be None or 'onnx', got {export!r}")
     for name, value in (("lanes", lanes), ("every", every)):

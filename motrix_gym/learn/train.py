@@ -32,6 +32,7 @@ from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import MODEL_FIELDS, PpoConfig
 from motrix_gym.learn.evaluate import evaluate
 from motrix_gym.learn.model_init import check_init_from, init_from
+from motrix_gym.registry import check_id
 from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.rng import check_seed
 
@@ -116,6 +117,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
 
+    check_id(env_id)
     if (minutes is None) == (iterations is None):
         raise ValueError("give exactly one of minutes and iterations")
     if minutes is not None and not (isinstance(minutes, int | float) and minutes > 0):
