@@ -439,11 +439,14 @@ def test_latest_checkpoint_is_the_last_of_the_newest_run_that_saved_one(tmp_path
     ({"iterations": True}, "iterations must be an int >= 1"), ({"iterations": 0}, "iterations must be an int >= 1"),
     ({"iterations": None, "minutes": float("nan")}, "minutes must be > 0"),
     ({"device": "tpu"}, "device must be a torch device"),
+    ({"env_id": "G1WalkFlat"}, r"unknown task 'G1WalkFlat'; registered: G1WbtDance, .*, each as Motrix/<name>-v0$"),
+    ({"env_id": "Motrix/G1WalkFlat-v1"}, "unknown task 'Motrix/G1WalkFlat-v1'"),
 ])
 def test_bad_train_arguments_are_refused_before_anything_is_written(bad, message, tmp_path):
-    kwargs = {"iterations": 1, "compile": False, "progress": False, "eval_lanes": 0, "log_dir": tmp_path, **bad}
+    kwargs = {"env_id": "Motrix/G1WalkFlat-v0", "iterations": 1, "compile": False, "progress": False,
+              "eval_lanes": 0, "log_dir": tmp_path, **bad}
     with pytest.raises(ValueError, match=message):
-        train("Motrix/G1WalkFlat-v0", **kwargs)
+        train(**kwargs)
     assert not list(tmp_path.iterdir())
 
 
@@ -461,7 +464,8 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
     ({"lanes": True}, "lanes must be an int >= 1"), ({"lanes": 0}, "lanes must be an int >= 1"),
     ({"every": 0}, "every must be an int >= 1"), ({"steps": 0}, "steps must be None"),
     ({"steps": -5}, "steps must be None"), ({"export": "tflite"}, "export must be None or 'onnx'"),
+    ({"env_id": "Go1WalkFlat"}, "unknown task 'Go1WalkFlat'; registered: "),
 ])
 def test_bad_play_arguments_are_refused_before_the_checkpoint_is_read(bad, message, tmp_path):
     with pytest.raises(ValueError, match=message):
-        play("Motrix/G1WalkFlat-v0", tmp_path / "missing.pt", **bad)
+        play(**{"env_id": "Motrix/G1WalkFlat-v0", "checkpoint_path": tmp_path / "missing.pt", **bad})
