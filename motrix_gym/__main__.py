@@ -138,10 +138,9 @@ def cmd_play(args: argparse.Namespace) -> None:
     from motrix_gym.learn.checkpoint import latest, resolve
     from motrix_gym.learn.play import play
 
-    env_id = args.env_id
-    path = resolve(args.checkpoint) if args.checkpoint else latest(args.log_dir, env_id)
+    path = resolve(args.checkpoint) if args.checkpoint else latest(args.log_dir, args.env_id)
     print(f"checkpoint: {path}")
-    res = play(env_id, path, out=args.out, lanes=args.lanes, steps=args.steps, every=args.every,
+    res = play(args.env_id, path, out=args.out, lanes=args.lanes, steps=args.steps, every=args.every,
                export=args.export, seed=args.seed, width=args.width, height=args.height, command=args.command)
     print(f"\n{res.steps} steps x {args.lanes} lanes, {res.episodes_ended} episodes ended")
     print("mean reward per env step, by term (weight * dt included):")
