@@ -51,11 +51,16 @@ def _load(ref: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def unknown_task(value: object) -> ValueError:
+    """The one error for a task that is not in the table, listing those that are."""
+    return ValueError(f"unknown task {value!r}; registered: {', '.join(TASKS)}, each as Motrix/<name>-v0")
+
+
 def task_name(env_id: str) -> str:
     """``"Motrix/G1WalkFlat-v0"`` (or ``"G1WalkFlat"``) -> ``"G1WalkFlat"``."""
-    name = env_id.split(":")[-1].removeprefix("Motrix/").removesuffix("-v0")
+    name = env_id.split(":")[-1].removeprefix("Motrix/").removesuffix("-v0") if isinstance(env_id, str) else None
     if name not in TASKS:
-        raise ValueError(f"unknown task {env_id!r}; available: {sorted(TASKS)}")
+        raise unknown_task(env_id)
     return name
 
 
@@ -70,8 +75,8 @@ def task_config(name: str, **options: Any) -> Any:
     An option the task does not take is a TypeError naming it, as Python reports an unexpected
     keyword argument (trainers such as TorchRL rely on that wording to fall back, e.g. to their
     own frame skipping: a task's control rate is fixed by its decimation)."""
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; available: {sorted(TASKS)}")
+    if not (isinstance(name, str) and name in TASKS):
+        raise unknown_task(name)
     builder = _load(TASKS[name].builder)
     params = inspect.signature(builder).parameters
     unknown = sorted(k for k in options if k not in params)

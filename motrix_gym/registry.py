@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gymnasium
 
-from motrix_gym.envs import TASKS
+from motrix_gym.envs import TASKS, unknown_task
 
 NAMESPACE = "Motrix"
 REGISTERED = tuple(TASKS)  # task names, in the table's order
@@ -17,8 +17,8 @@ def env_id(task: str) -> str:
 
 def check_id(value: object) -> str:
     """``value`` if it is a registered id, else a ValueError that lists the registered tasks."""
-    if value not in {env_id(task) for task in REGISTERED}:
-        raise ValueError(f"unknown task {value!r}; registered: {', '.join(REGISTERED)}, each as {env_id('<name>')}")
+    if not (isinstance(value, str) and value in {env_id(task) for task in REGISTERED}):
+        raise unknown_task(value)
     return value
 
 

@@ -1,5 +1,6 @@
 """Bad actions raise ValueError before any state changes; real dtypes are accepted and cast."""
 
+import re
 import subprocess
 import sys
 
@@ -9,7 +10,9 @@ import pytest
 import torch
 
 from conftest import make, snapshot
-from motrix_gym.envs import TASKS, task_config
+from motrix_gym.envs import TASKS, ppo_config, task_config, task_name
+from motrix_gym.registry import check_id
+from motrix_gym.vector_env import MotrixVectorEnv
 
 
 def assert_same_state(a: dict, b: dict) -> None:
@@ -122,6 +125,16 @@ def test_unknown_task_option_names_the_task_and_its_options(task):
     with pytest.raises(TypeError, match=rf"Motrix/{task}-v0 got an unexpected keyword argument '{foreign}' "
                                         r"\(its task options: \[.*'mode'.*\]"):
         task_config(task, **{foreign: None})
+
+
+@pytest.mark.parametrize("bad", ["G1Walk", "Motrix/G1WalkFlat-v1", "motrix/g1walkflat-v0", None, 3, ["G1WalkFlat"]])
+def test_every_entry_point_refuses_an_unknown_task_in_the_same_words(bad):
+    said = (rf"^unknown task {re.escape(repr(bad))}; registered: G1WbtDance, .*, Go1BallBalance, "
+            r"each as Motrix/<name>-v0$")
+
+    for call in (check_id, task_name, ppo_config, task_config, lambda t: MotrixVectorEnv(t, 2, compile=False)):
+        with pytest.raises(ValueError, match=said):
+            call(bad)
 
 
 def test_single_lane_env_refuses_lane_count_and_autoreset_mode():
