@@ -131,7 +131,6 @@ def test_unknown_task_option_names_the_task_and_its_options(task):
 def test_every_entry_point_refuses_an_unknown_task_in_the_same_words(bad):
     said = (rf"^unknown task {re.escape(repr(bad))}; registered: G1WbtDance, .*, Go1BallBalance, "
             r"each as Motrix/<name>-v0$")
-
     for call in (check_id, task_name, ppo_config, task_config, lambda t: MotrixVectorEnv(t, 2, compile=False)):
         with pytest.raises(ValueError, match=said):
             call(bad)
