@@ -116,7 +116,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     budget = {"iterations": args.iterations} if args.iterations is not None else {"minutes": args.minutes or 20.0}
     res = train(args.env_id, num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir,
                 resume=args.resume, start_from=args.start_from, compile=args.compile, eval_lanes=args.eval_lanes,
-                ppo=dict(args.ppo), device=args.device, **budget)
+                ppo=dict(args.ppo), device=args.device, video=args.video, video_length=args.video_length, **budget)
     s = res.summary
     print(f"\n{res.iterations} iterations, {res.env_steps:,} env steps in {res.seconds / 60:.1f} min; "
           f"run directory {res.run_dir}")
@@ -223,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     tr.add_argument("--device", type=device_name, default="cpu",
                     help="cpu, or cuda / cuda:N (simulation, runtime and policy on the GPU)")
+    tr.add_argument("--video", action="store_true",
+                    help="record each checkpoint's policy in play mode: videos/model_<it>.mp4 in the run's folder")
+    tr.add_argument("--video-length", type=count(1), default=200, help="env steps of each video (default 200)")
     tr.set_defaults(func=cmd_train)
     pl = sub.add_parser("play", help="watch a trained policy (play mode, rendered off-screen)")
     pl.add_argument("env_id", type=task_id, help=TASK_HELP)

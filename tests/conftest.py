@@ -10,12 +10,26 @@ import torch
 
 import motrix_gym  # noqa: F401  (registers the ids)
 from motrix_gym.sim.backend import BACKENDS  # tests of the env's contracts run on every backend
+from motrix_gym.sim.render import RenderingUnavailable
+from motrix_gym.sim.render import backend as gl_backend
 from motrix_gym.vector_env import MotrixVectorEnv
 
 TASK = "G1WalkFlat"
 ENV_ID = "Motrix/G1WalkFlat-v0"
 
 warnings.filterwarnings("ignore", message=".*Box .*space.*")
+
+
+def gl_missing() -> str | None:
+    """Why nothing renders on this machine, or None when a backend does."""
+    try:
+        gl_backend()
+    except RenderingUnavailable as e:
+        return str(e)
+    return None
+
+
+needs_gl = pytest.mark.skipif(gl_missing() is not None, reason=str(gl_missing()))
 
 
 def make(num_envs: int = 4, **kwargs) -> MotrixVectorEnv:

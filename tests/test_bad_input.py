@@ -196,6 +196,7 @@ def test_finite_actions_beyond_float32_are_clipped_not_refused(huge):
     (["train", "G1WalkFlat", "--minutes", "0"], "--minutes: must be a finite number > 0"),
     (["train", "G1WalkFlat", "--minutes", "inf"], "--minutes: must be a finite number > 0"),
     (["train", "G1WalkFlat", "--eval-lanes", "-1"], "--eval-lanes: must be >= 0"),
+    (["train", "G1WalkFlat", "--video", "--video-length", "0"], "--video-length: must be >= 1, got 0"),
     (["play", "G1WalkFlat", "--checkpoint", "c.pt", "--width", "9000"], "--width: must be in [1, 8192]"),
     (["bench", "G1WalkFlat", "--repeats", "0"], "--repeats: must be >= 1"),
     (["bench", "G1WalkFlat", "--num-envs", "8", "-3"], "--num-envs: must be >= 1, got -3"),

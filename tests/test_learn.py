@@ -8,12 +8,14 @@ import subprocess
 import sys
 import time
 
+import imageio
 import numpy as np
 import pytest
 import torch
 from torch.nn.modules.module import register_module_forward_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from conftest import needs_gl
 from motrix_gym.envs import ppo_config
 from motrix_gym.learn import checkpoint
 from motrix_gym.learn.evaluate import evaluate
@@ -61,6 +63,27 @@ def test_the_same_seed_trains_the_same_models_bit_for_bit(tmp_path):
     assert first.keys() == again.keys() == other.keys()
     assert all(torch.equal(first[k], again[k]) for k in first)
     assert not torch.equal(first["actor_state_dict.mlp.0.weight"], other["actor_state_dict.mlp.0.weight"])
+
+
+@needs_gl
+def test_train_records_each_checkpoint_in_play_mode_without_changing_the_run(tmp_path):
+    def run(folder: str, **video):
+        return train(env_id("Go1WalkFlat"), iterations=2, seed=3, log_dir=tmp_path / folder, compile=False,
+                     eval_lanes=0, progress=False, config=tiny("Go1WalkFlat").with_(num_envs=8, num_steps_per_env=8),
+                     **video)
+
+    plain, filmed = run("plain"), run("filmed", video=True, video_length=6)
+    for it in (0, 1):
+        a, b = (torch.load(r.run_dir / f"model_{it}.pt", weights_only=True) for r in (plain, filmed))
+        for part in ("actor_state_dict", "critic_state_dict"):
+            assert a[part].keys() == b[part].keys()
+            assert all(torch.equal(a[part][k], b[part][k]) for k in a[part]), (it, part)
+    assert not (plain.run_dir / "videos").exists()
+    videos = sorted((filmed.run_dir / "videos").iterdir())
+    assert [v.name for v in videos] == ["model_0.mp4", "model_1.mp4"]
+    for v in videos:
+        frames = imageio.mimread(v, memtest=False)
+        assert len(frames) == 3 and frames[0].shape == (360, 480, 3) and frames[-1].std() > 0  # 6 steps, every 2nd
 
 
 def test_resume_continues_iterations_and_optimizer(tmp_path):
@@ -410,6 +433,33 @@ def test_ctrl_c_during_the_final_comparison_ends_only_the_comparison(tmp_path):
     assert res.checkpoint.name == "model_1.pt" and checkpoint.load(res.checkpoint)["iter"] == 1
 
 
+@needs_gl
+def test_ctrl_c_while_a_checkpoint_is_recorded_keeps_the_run_and_no_half_written_video(tmp_path, monkeypatch):
+    import motrix_gym.learn.play as play_module
+
+    write_video, videos = play_module.write_video, []
+
+    def ctrl_c_at_the_last(frames, out, fps):
+        videos.pop()
+        if videos:
+            return write_video(frames, out, fps)
+        out.write_bytes(b"half a video")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(play_module, "write_video", ctrl_c_at_the_last)
+    kwargs = {"compile": False, "eval_lanes": 4, "progress": False, "video": True, "video_length": 4}
+    videos[:] = [1, 0]  # Ctrl-C during iteration 1's video, in the loop (a checkpoint every iteration)
+    cut = train("Motrix/G1WalkFlat-v0", iterations=5, log_dir=tmp_path / "a", config=tiny("G1WalkFlat"), **kwargs)
+    assert cut.summary["interrupted"] and cut.summary["eval"] is None
+    assert cut.iterations == 2 and cut.checkpoint.name == "model_1.pt"
+    assert sorted(p.name for p in (cut.run_dir / "videos").iterdir()) == ["model_0.mp4"]
+    videos[:] = [1]  # during the video of the run's last checkpoint, after the loop
+    end = train("Motrix/G1WalkFlat-v0", iterations=2, log_dir=tmp_path / "b",
+                config=tiny("G1WalkFlat").with_(save_interval=50), **kwargs)
+    assert end.summary["interrupted"] and end.summary["eval"] is None and end.iterations == 2
+    assert end.checkpoint.name == "model_1.pt" and not list((end.run_dir / "videos").iterdir())
+
+
 def test_latest_checkpoint_is_the_last_of_the_newest_run_that_saved_one(tmp_path):
     def touch(*names):
         for name in names:
@@ -439,6 +489,8 @@ def test_latest_checkpoint_is_the_last_of_the_newest_run_that_saved_one(tmp_path
     ({"iterations": True}, "iterations must be an int >= 1"), ({"iterations": 0}, "iterations must be an int >= 1"),
     ({"iterations": None, "minutes": float("nan")}, "minutes must be > 0"),
     ({"device": "tpu"}, "device must be a torch device"),
+    ({"video": 1}, "video must be True or False"), ({"video": True, "video_length": 0}, "video_length must be an int"),
+    ({"video_length": 2.5}, "video_length must be an int >= 1"),
     ({"env_id": "G1WalkFlat"}, r"unknown task 'G1WalkFlat'; registered: G1WbtDance, .*, each as Motrix/<name>-v0$"),
     ({"env_id": "Motrix/G1WalkFlat-v1"}, "unknown task 'Motrix/G1WalkFlat-v1'"),
 ])

@@ -9,7 +9,8 @@ iteration. Each iteration is the runner's: ``num_steps_per_env`` steps of ``alg.
 A run directory holds TensorBoard events, ``model_<it>.pt`` checkpoints (data only, see
 ``checkpoint.py``), ``progress.csv``, ``curve.png`` and, after the final evaluation,
 ``summary.json``: the final policy (its mean action) against uniform random and zero actions,
-each over the first episode of the same lanes.
+each over the first episode of the same lanes. With ``video``, ``videos/model_<it>.mp4`` beside
+each checkpoint shows its policy in the task's play mode (``play.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import MODEL_FIELDS, PpoConfig
 from motrix_gym.learn.evaluate import evaluate
 from motrix_gym.learn.model_init import check_init_from, init_from
+from motrix_gym.learn.play import play
 from motrix_gym.registry import check_id
 from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.rng import check_seed
@@ -89,7 +91,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
           seed: int = 0, log_dir: str | Path = "logs", resume: str | Path | None = None,
           start_from: str | Path | None = None, compile: bool = True,
           eval_lanes: int = 64, progress: bool = True, config: PpoConfig | None = None,
-          ppo: dict[str, Any] | None = None, distributed: bool = False, device: str = "cpu") -> TrainResult:
+          ppo: dict[str, Any] | None = None, distributed: bool = False, device: str = "cpu",
+          video: bool = False, video_length: int = 200) -> TrainResult:
     """Train ``env_id`` for ``minutes`` of wall time or ``iterations`` PPO iterations (exactly one of
     them), continuing ``resume`` (a checkpoint of this task), from the models of ``start_from`` (a
     checkpoint of another task of the same robot whose observations this task's include:
@@ -111,7 +114,12 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     the other ranks return a result without one.
 
     ``device``: where the env's torch outputs and the policy live; ``"cuda"`` also runs the
-    simulation and the runtime there (MuJoCo Warp)."""
+    simulation and the runtime there (MuJoCo Warp).
+
+    ``video``: each checkpoint's policy is also recorded as ``videos/model_<it>.mp4``,
+    ``video_length`` env steps of one lane in the task's play mode, rendered off-screen on the CPU
+    (its time counts in the budget; the training itself, its random streams included, is the same
+    as without videos)."""
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
@@ -130,9 +138,17 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     resume, start_from = (None if p is None else checkpoint.resolve(p) for p in (resume, start_from))
     if not (is_int(eval_lanes) and eval_lanes >= 0):
         raise ValueError(f"eval_lanes must be an int >= 0 (0: no final comparison), got {eval_lanes!r}")
+    if not isinstance(video, bool):
+        raise ValueError(f"video must be True or False, got {video!r}")
+    if not (is_int(video_length) and video_length >= 1):
+        raise ValueError(f"video_length must be an int >= 1, got {video_length!r}")
     ranks = Ranks.default_group() if distributed else Ranks()
     rank, world = ranks.rank, ranks.world
     lead = rank == 0
+    if video and lead:  # a machine that cannot render says so before the run, not at its first checkpoint
+        from motrix_gym.sim.render import backend
+
+        backend()
     start_it, state = 0, None
     changes = dict(ppo or {})
     if num_envs is not None:
@@ -192,6 +208,19 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         path = run_dir / f"model_{it}.pt"
         checkpoint.save(path, alg.save(), {**meta, "iteration": it})
         return path
+
+    def record(it: int, path: Path) -> None:
+        if not video:
+            return
+        part, out = run_dir / "videos" / f"model_{it}.part.mp4", run_dir / "videos" / f"model_{it}.mp4"
+        out.parent.mkdir(exist_ok=True)
+        try:  # a run stopped while recording leaves no half-written video
+            with torch.random.fork_rng(devices=[]):  # building the policy's models draws from torch's RNG
+                play(env_id, path, out=part, steps=video_length, seed=seed, progress=False)
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
+        part.replace(out)
 
     obs = env.get_observations()
     alg.train_mode()
@@ -254,6 +283,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                 writer.add_scalar(key, value, it)
             if (it - start_it + 1) % cfg.save_interval == 0:
                 last = save(it)
+                record(it, last)
             bar.update(1)
             episodes = (f"return {row['mean_return']:.2f}  length {row['mean_episode_length']:.0f}" if returns
                         else "no episode ended yet")
@@ -278,6 +308,11 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         return TrainResult(None, None, done, done * steps_per_it, seconds, {}, mine)
     if last is None or last.name != f"model_{it}.pt":
         last = save(it)
+        if not interrupted:
+            try:
+                record(it, last)
+            except KeyboardInterrupt:  # the run stands, saved, without its last video and comparison
+                interrupted = True
     writer.close()
     _write_progress(run_dir, rows)
 
