@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import sys
 import time
 from pathlib import Path
@@ -266,12 +268,39 @@ def main(argv: list[str] | None = None) -> int:
         except (TypeError, ValueError) as e:
             pl.error(f"argument --command: {e}")
     try:
-        return args.func(args) or 0
+        code = args.func(args) or 0
+        sys.stdout.flush()  # output that a closed pipe refuses is found here, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        return 1
     except Exception as e:
         if not isinstance(e, _user_errors()):
             raise
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def _stdout_closed() -> bool:
+    """Whether the reader of stdout has gone (``list | head``). If so, what is left to print goes
+    nowhere, so that the exit neither fails nor prints a second traceback, as other Unix tools stop."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a file (a test's capture, a closed stream)
+        return False
+    try:
+        sys.stdout.flush()
+        if not hasattr(select, "poll"):  # Windows
+            return False
+        watch = select.poll()  # unbuffered output has nothing left to flush: ask the pipe itself
+        watch.register(fd, select.POLLOUT)
+        if not any(events & select.POLLERR for _, events in watch.poll(0)):
+            return False
+    except BrokenPipeError:
+        pass
+    os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+    return True
 
 
 if __name__ == "__main__":

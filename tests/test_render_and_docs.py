@@ -126,6 +126,17 @@ def test_single_env_record_video(tmp_path):
     assert list(tmp_path.glob("*.mp4"))
 
 
+@pytest.mark.parametrize("unbuffered", [False, True])
+def test_a_command_whose_reader_stops_early_ends_quietly(unbuffered):
+    """``python -m motrix_gym list | head -1``: what is left to print goes nowhere, without a traceback."""
+    cli = [sys.executable, *(["-u"] if unbuffered else []), "-m", "motrix_gym", "list"]
+    run = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert run.stdout.readline().startswith("id ")  # the header, before the first task's env is built
+    run.stdout.close()
+    err = run.stderr.read()
+    assert run.wait(timeout=300) == 1 and "Traceback" not in err and "Broken" not in err, err
+
+
 @needs_gl
 def test_cli_render(tmp_path):
     out = tmp_path / "g1.gif"
