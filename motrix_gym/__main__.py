@@ -116,11 +116,29 @@ def cmd_train(args: argparse.Namespace) -> int:
     from motrix_gym.learn.train import last_episodes, train
 
     budget = {"iterations": args.iterations} if args.iterations is not None else {"minutes": args.minutes or 20.0}
-    res = train(args.env_id, num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir,
-                resume=args.resume, start_from=args.start_from, compile=args.compile, eval_lanes=args.eval_lanes,
-                ppo=dict(args.ppo), device=args.device, video=args.video, video_length=args.video_length, **budget)
+    device = args.device
+    if args.distributed:
+        import torch.distributed as dist
+
+        if device == "cuda":  # each rank of a machine on its own GPU
+            device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}"
+        # the env's own collectives use CPU tensors: gloo for them, NCCL for CUDA tensors
+        dist.init_process_group("cpu:gloo,cuda:nccl" if device.startswith("cuda") else "gloo")
+    try:
+        res = train(args.env_id, num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir,
+                    resume=args.resume, start_from=args.start_from, compile=args.compile, eval_lanes=args.eval_lanes,
+                    ppo=dict(args.ppo), device=device, video=args.video, video_length=args.video_length,
+                    distributed=args.distributed, **budget)
+    finally:  # a gloo rank that exits with its group alive can abort in the group's teardown
+        if args.distributed:
+            dist.destroy_process_group()
+    if args.distributed:
+        print(f"rank {os.environ['RANK']}: {res.episodes} episodes ended in this rank's lanes")
+    if res.run_dir is None:  # a rank other than 0: rank 0 reports the whole run
+        return 0
     s = res.summary
-    print(f"\n{res.iterations} iterations, {res.env_steps:,} env steps in {res.seconds / 60:.1f} min; "
+    ranks = f" over {s['ranks']} ranks ({s['episodes']} episodes)" if args.distributed else ""
+    print(f"\n{res.iterations} iterations, {res.env_steps:,} env steps{ranks} in {res.seconds / 60:.1f} min; "
           f"run directory {res.run_dir}")
     print(f"training: {last_episodes(s)}")
     if s.get("eval"):
@@ -225,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     tr.add_argument("--device", type=device_name, default="cpu",
                     help="cpu, or cuda / cuda:N (simulation, runtime and policy on the GPU)")
+    tr.add_argument("--distributed", action="store_true",
+                    help="this process is one rank of a torchrun launch: every rank runs --num-envs lanes of one "
+                         "batch and PPO averages the gradients; rank 0 writes the run")
     tr.add_argument("--video", action="store_true",
                     help="record each checkpoint's policy in play mode: videos/model_<it>.mp4 in the run's folder")
     tr.add_argument("--video-length", type=count(1), default=200, help="env steps of each video (default 200)")
@@ -255,6 +276,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cmd == "bench" and (args.env_id is None) == (not args.all):
         bench.error("give a task id or --all, not both" if args.all else "give a task id or --all")
+    if args.cmd == "train" and args.distributed:
+        if "RANK" not in os.environ:
+            tr.error("argument --distributed: start the ranks with torchrun, which sets RANK, WORLD_SIZE and "
+                     "MASTER_ADDR (torchrun --nproc_per_node=2 -m motrix_gym train ...)")
+        if args.device.startswith("cuda:"):
+            tr.error(f"argument --device: {args.device} with --distributed: give cuda (each rank uses "
+                     "cuda:LOCAL_RANK)")
     if args.cmd == "train":
         names = [name for name, _ in args.ppo] + (["num_envs"] if args.num_envs is not None else [])
         twice = sorted({name for name in names if names.count(name) > 1})

@@ -134,18 +134,27 @@ def test_a_process_group_without_a_cpu_backend_is_refused(tmp_path):
         dist.destroy_process_group()
 
 
-def test_distributed_training_example_runs_and_rank0_sees_every_episode(tmp_path):
+def test_distributed_training_runs_and_rank0_sees_every_episode(tmp_path):
     """The README's command with a small budget: both ranks train, rank 0's figures count the
     episodes of every rank."""
     import re
 
-    example = Path(__file__).resolve().parents[1] / "examples" / "train_rsl_rl.py"
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          str(example), "--env-id", "Motrix/G1WalkFlat-v0", "--num-envs", "8", "--iterations", "3",
+                          "-m", "motrix_gym", "train", "Motrix/G1WalkFlat-v0", "--num-envs", "8", "--iterations", "3",
                           "--distributed", "--no-compile", "--eval-lanes", "0", "--log-dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    per_rank = [int(n) for n in re.findall(r"rank \d: (\d+) episodes", run.stdout)]
-    total = int(re.search(r"(\d+) episodes; last 100", run.stdout).group(1))
+    per_rank = [int(n) for n in re.findall(r"rank \d: (\d+) episodes ended", run.stdout)]
+    total = int(re.search(r"env steps over 2 ranks \((\d+) episodes\)", run.stdout).group(1))
     assert len(per_rank) == 2 and total == sum(per_rank) > 0
     assert list(tmp_path.glob("G1WalkFlat/*/model_2.pt"))  # rank 0 saved the run
+    assert run.stdout.count("run directory") == 1  # and alone reported it
+
+
+def test_distributed_training_outside_torchrun_is_an_argparse_error(tmp_path, capsys):
+    from motrix_gym.__main__ import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["train", "G1WalkFlat", "--distributed", "--iterations", "1", "--log-dir", str(tmp_path)])
+    assert e.value.code == 2 and "argument --distributed: start the ranks with torchrun" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
