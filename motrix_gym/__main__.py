@@ -111,7 +111,7 @@ def _require_train_extra() -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train with rsl_rl's PPO; print where the run went and how it compares with baselines.
-    Ctrl-C ends the run after its last complete iteration, saved, and exits with 130."""
+    Ctrl-C ends a one-process run after its last complete iteration, saved, and exits with 130."""
     _require_train_extra()
     from motrix_gym.learn.train import last_episodes, train
 
