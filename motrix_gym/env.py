@@ -25,15 +25,16 @@ class MotrixEnv(gymnasium.Env):
 
     def __init__(self, task: str | TaskConfig, *, render_mode: str | None = None, compile: bool = False,
                  obs_groups: tuple[str, ...] | str = ("policy",), lane_offset: int = 0,
-                 nthread: int | None = 1, width: int = 640, height: int = 480, backend: str = "mujoco",
-                 **task_options: Any) -> None:
+                 nthread: int | None = 1, width: int = 640, height: int = 480, render_markers: bool = True,
+                 backend: str = "mujoco", **task_options: Any) -> None:
         fixed = sorted(set(task_options) & {"num_envs", "autoreset_mode"})
         if fixed:
             raise TypeError(f"{fixed[0]!r} is not an option of the single-lane env (one lane, no autoreset); "
                             "use gymnasium.make_vec(id, num_envs=N, ...) for lanes and autoreset modes")
         self.vec = MotrixVectorEnv(task, 1, compile=compile, obs_groups=obs_groups, lane_offset=lane_offset,
                                    autoreset_mode=AutoresetMode.DISABLED, render_mode=render_mode,
-                                   nthread=nthread, width=width, height=height, backend=backend, **task_options)
+                                   nthread=nthread, width=width, height=height, render_markers=render_markers,
+                                   backend=backend, **task_options)
         self.observation_space = self.vec.single_observation_space
         self.action_space = self.vec.single_action_space
         self.render_mode = render_mode

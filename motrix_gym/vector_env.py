@@ -37,6 +37,7 @@ from torch import Tensor
 from motrix_gym.arguments import is_int
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.resolver import resolve
+from motrix_gym.mdp.markers import Arrows, Spheres
 from motrix_gym.runtime.compile_helpers import Build, Helpers, RankShare
 from motrix_gym.runtime.cpu_probe import CpuProbe
 from motrix_gym.runtime.distributed import Ranks
@@ -76,7 +77,8 @@ class MotrixVectorEnv(VectorEnv):
         lane_offset: global number of lane 0, for RNG streams shared across processes.
         render_mode: None or ``"rgb_array"``; ``render_lane`` picks the lane shown, or a sequence of
             lanes (``range(k)``) tiled into one grid frame; ``width`` x ``height`` pixels per lane
-            (the keywords of Gymnasium's MuJoCo envs).
+            (the keywords of Gymnasium's MuJoCo envs). ``render_markers`` draws what the commands
+            show (``mdp/markers.py``: a velocity command's arrows, a motion's reference bodies).
         progress: show a progress bar while the runtime compiles.
         current_kinematics: after the physics substeps, bring body poses, velocities and sensors
             to the new state (default), through a cut-down sensing model (see
@@ -93,16 +95,18 @@ class MotrixVectorEnv(VectorEnv):
                  obs_groups: tuple[str, ...] | str = ("policy",), compile: bool = True,
                  device: str | torch.device = "cpu", nthread: int | None = None, torch_threads: int = 1,
                  lane_offset: int = 0, render_mode: str | None = None, render_lane: int | Sequence[int] = 0,
-                 width: int = 640, height: int = 480, progress: bool = True, current_kinematics: bool = True,
-                 distributed: bool = False, backend: str | None = None, compile_processes: int | None = None,
-                 **task_options: Any) -> None:
+                 width: int = 640, height: int = 480, render_markers: bool = True, progress: bool = True,
+                 current_kinematics: bool = True, distributed: bool = False, backend: str | None = None,
+                 compile_processes: int | None = None, **task_options: Any) -> None:
         self._closed = True  # until fully built, so close()/__del__ on a failed init are safe
         if not is_int(num_envs) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
         if output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
-        if not all(isinstance(x, bool) for x in (copy, compile, progress, current_kinematics, distributed)):
-            raise ValueError("copy, compile, progress, current_kinematics and distributed must be bools")
+        if not all(isinstance(x, bool) for x in (copy, compile, render_markers, progress, current_kinematics,
+                                                 distributed)):
+            raise ValueError("copy, compile, render_markers, progress, current_kinematics and distributed must be "
+                             "bools")
         try:
             mode = AutoresetMode(autoreset_mode)
         except ValueError:
@@ -203,6 +207,7 @@ class MotrixVectorEnv(VectorEnv):
         self.autoreset_mode = mode
         self.metadata = {**self.metadata, "autoreset_mode": mode}
         self.render_mode, self.render_lanes, self.render_size = render_mode, lanes, (width, height)
+        self.render_markers = render_markers
         clip = program.action.clip
         na = len(program.action.joints.names)
         self.single_action_space = gymnasium.spaces.Box(-clip, clip, (na,), np.float32)
@@ -354,8 +359,20 @@ class MotrixVectorEnv(VectorEnv):
             self._renderer = LaneRenderer(build_model(self.task.scene, self.task.sim_dt, visual=True),
                                           *self.render_size, distance=min(3.0, max(1.2, 3.5 * robot.base_height)),
                                           follow=self.runtime.program.root.body)
-        frames = [self._renderer.render(self.sim.qpos[i].cpu().numpy()) for i in self.render_lanes]
+        markers = self._markers() if self.render_markers else []
+        frames = []
+        for i in self.render_lanes:
+            arrows = [(a, b, m.rgba, m.width) for m in markers if isinstance(m, Arrows)
+                      for a, b in zip(m.start[i].cpu().numpy(), m.end[i].cpu().numpy())]
+            spheres = [(p, m.rgba, m.radius) for m in markers if isinstance(m, Spheres) for p in m.pos[i].cpu().numpy()]
+            frames.append(self._renderer.render(self.sim.qpos[i].cpu().numpy(), arrows, spheres))
         return frames[0] if len(frames) == 1 else tile(frames)
+
+    def _markers(self) -> list[Arrows | Spheres]:
+        """What the command terms draw now (``mdp/markers.py``)."""
+        ctx = self.runtime.ctx
+        with torch.no_grad():
+            return [m for c in ctx.commands.values() if hasattr(c, "markers") for m in c.markers(ctx)]
 
     def close(self, **kwargs: Any) -> None:
         if self._closed:

@@ -9,9 +9,11 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 from conftest import ENV_ID, make, needs_gl
 from motrix_gym.registry import REGISTERED, env_id
+from motrix_gym.vector_env import MotrixVectorEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,6 +57,53 @@ def test_vector_render_lane_and_grid():
     grid.close()
     with pytest.raises(ValueError, match="render_lane"):
         make(2, render_mode="rgb_array", render_lane=5)
+
+
+def test_velocity_markers_show_the_command_in_the_heading_frame_and_the_base_velocity():
+    from motrix_gym.math import quat_apply, yaw_quat
+    from motrix_gym.mdp.markers import Arrows
+
+    env = MotrixVectorEnv("T1WalkRough", 8, compile=False, command=(0.8, -0.4, 0.3))  # random headings
+    env.reset(seed=1)
+    for _ in range(5):
+        env.step(env.action_space.sample())
+    ctx = env.runtime.ctx  # its rows: the 8 lanes, then padding
+    asked, done = env._markers()
+    assert isinstance(asked, Arrows) and isinstance(done, Arrows) and asked.start.shape[1:] == (1, 3)
+    start = ctx.root_pos()[:8] + torch.tensor([0.0, 0.0, 0.75 * 0.68])  # above the T1's head
+    heading = quat_apply(yaw_quat(ctx.root_quat()[:8]), torch.tensor([0.8, -0.4, 0.0]).expand(8, 3))
+    planar = ctx.root_lin_vel_w()[:8] * torch.tensor([1.0, 1.0, 0.0])
+    assert heading[:, 0].std() > 0.1  # the lanes face different ways
+    for arrow, vector in ((asked, heading), (done, planar)):
+        torch.testing.assert_close(arrow.start[:8, 0], start)
+        torch.testing.assert_close(arrow.end[:8, 0] - arrow.start[:8, 0], 0.5 * vector, atol=1e-5, rtol=1e-5)
+    env.close()
+    dance = MotrixVectorEnv("G1WbtDance", 2, compile=False)
+    dance.reset(seed=0)
+    (reference,) = dance._markers()
+    assert torch.equal(reference.pos, dance.runtime.ctx.commands["motion"].body_pos_rel_w)
+    dance.close()
+    with pytest.raises(ValueError, match="render_markers"):
+        MotrixVectorEnv("G1WalkFlat", 1, compile=False, render_markers=1)
+
+
+@needs_gl
+@pytest.mark.parametrize("task, options, colour", [
+    ("Go1WalkFlat", {"command": (1.0, 0.0, 0.0)}, (0.1, 0.8, 0.1)),  # standing still: the command's arrow alone
+    ("G1WbtDance", {}, (1.0, 0.55, 0.0)),
+])
+def test_rendered_markers_are_drawn_in_their_colour_and_only_when_asked(task, options, colour):
+    frames = []
+    for markers in (True, False):
+        env = MotrixVectorEnv(task, 1, compile=False, mode="play", render_mode="rgb_array", width=240, height=180,
+                              render_markers=markers, **options)
+        env.reset(seed=0)
+        frames.append(env.render().astype(float))
+        env.close()
+    drawn = np.abs(frames[0] - frames[1]).sum(-1) > 30
+    assert drawn.mean() > 0.002, drawn.mean()
+    mean = frames[0][drawn].mean(0)  # lit and shaded, but with the marker's strongest channel strongest
+    assert np.argmax(mean) == np.argmax(colour), (mean, colour)
 
 
 @needs_gl

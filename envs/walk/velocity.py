@@ -119,7 +119,8 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
     cmds = (
         *(() if flat else (CommandTerm("terrain", TerrainCurriculum, params={"command": VEL, "enabled": not play}),)),
         CommandTerm(VEL, commands.VelocityCommand,
-                    params={"ranges": ranges, "standing_fraction": standing, "resample_s": 10.0}),
+                    params={"ranges": ranges, "standing_fraction": standing, "resample_s": 10.0,
+                            "marker_height": 0.75 * legs.robot.base_height}),  # above a humanoid's head
         *((CommandTerm("gait", commands.GaitClock, params={"command": VEL, "period": legs.gait_period}),)
           if legs.biped else ()),
         CommandTerm("feet", commands.FeetState, params={

@@ -10,20 +10,23 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import SensorSlice
-from motrix_gym.math import quat_apply
+from motrix_gym.math import quat_apply, yaw_cos_sin
+from motrix_gym.mdp.markers import COMMAND, MEASURED, Arrows
 from motrix_gym.mdp.observations import base_lin_vel, in_contact
 from motrix_gym.runtime.context import Context
+
+ARROW_SCALE = 0.5  # m of a rendered velocity arrow per m/s: 1 m/s fits a close camera's frame
 
 
 class VelocityCommand:
     """Target base velocity ``value = (vx, vy, wz)``, uniform in ``ranges``.
 
     A fraction ``standing_fraction`` of draws are zero (standing lanes). Resampled at reset and
-    every ``resample_s`` seconds.
+    every ``resample_s`` seconds. Rendered, its arrows start ``marker_height`` (m) above the base.
     """
 
     def __init__(self, env: Context, ranges: tuple = ((-1.0, 1.0), (-1.0, 1.0), (-1.0, 1.0)),
-                 standing_fraction: float = 0.2, resample_s: float = 10.0) -> None:
+                 standing_fraction: float = 0.2, resample_s: float = 10.0, marker_height: float = 0.5) -> None:
         L = env.num_lanes
         self.lo = torch.tensor([r[0] for r in ranges], dtype=torch.float32, device=env.device)
         self.hi = torch.tensor([r[1] for r in ranges], dtype=torch.float32, device=env.device)
@@ -32,6 +35,7 @@ class VelocityCommand:
         self.value = torch.zeros(L, 3, device=env.device)
         self.standing = torch.ones(L, dtype=torch.bool, device=env.device)
         self.steps_left = torch.zeros(L, dtype=torch.int64, device=env.device)
+        self.marker_offset = torch.tensor([0.0, 0.0, marker_height], device=env.device)
 
     def _resample(self, env: Context, mask: torch.Tensor) -> None:
         u = env.rng.uniform((4,), mask)
@@ -56,6 +60,17 @@ class VelocityCommand:
         """Per-lane tracking errors now: planar velocity (m/s, base frame) and yaw rate (rad/s)."""
         return {"lin_vel_error": (self.value[:, :2] - base_lin_vel(env)[:, :2]).norm(dim=-1),
                 "yaw_rate_error": (self.value[:, 2] - env.root_ang_vel_b()[:, 2]).abs()}
+
+    def markers(self, env: Context) -> tuple[Arrows, Arrows]:
+        """The commanded planar velocity (green) and the base's own (blue), in the world frame,
+        ``ARROW_SCALE`` m long per m/s."""
+        c, s = yaw_cos_sin(env.root_quat())
+        vx, vy = self.value[:, 0], self.value[:, 1]
+        asked = ARROW_SCALE * torch.stack((c * vx - s * vy, s * vx + c * vy, torch.zeros_like(vx)), dim=-1)
+        done = ARROW_SCALE * env.root_lin_vel_w() * torch.tensor([1.0, 1.0, 0.0], device=env.device)
+        start = env.root_pos() + self.marker_offset
+        return (Arrows(start[:, None], (start + asked)[:, None], COMMAND),
+                Arrows(start[:, None], (start + done)[:, None], MEASURED))
 
 
 class GaitClock:

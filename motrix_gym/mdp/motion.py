@@ -25,6 +25,7 @@ from motrix_gym.math import (
     quat_rot6d,
     yaw_quat,
 )
+from motrix_gym.mdp.markers import REFERENCE, Spheres
 from motrix_gym.motion.loader import load_corpus
 from motrix_gym.runtime.context import Context
 
@@ -201,6 +202,11 @@ class MotionCommand:
         return {"body_pos_error_m": (self.body_pos_rel_w - env.xpos[:, self.body_ids]).norm(dim=-1).mean(-1),
                 "anchor_pos_error_m": (self.anchor_pos_w - env.xpos[:, self.anchor_body]).norm(dim=-1),
                 "joint_pos_error_rad": (env.qpos[:, -self.joint_pos.shape[1]:] - self.joint_pos).abs().mean(-1)}
+
+    def markers(self, env: Context) -> tuple[Spheres]:
+        """The tracked bodies' reference positions, re-anchored to the robot as the rewards
+        compare them (orange)."""
+        return (Spheres(self.body_pos_rel_w, REFERENCE),)
 
     def log(self) -> dict[str, float]:
         p = self.probs

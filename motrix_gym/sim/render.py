@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import weakref
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -26,6 +27,8 @@ from motrix_gym.sim import GL_PACKAGES as PACKAGES
 from motrix_gym.sim.engine import mujoco
 
 _OFF = ("disable", "disabled", "off", "false", "0")
+Arrow = tuple[np.ndarray, np.ndarray, Sequence[float], float]  # start, end (world, m), rgba, width (m)
+Sphere = tuple[np.ndarray, Sequence[float], float]  # centre (world, m), rgba, radius (m)
 # Makes one frame in whatever backend MUJOCO_GL names; run in a child interpreter.
 _PROBE = """
 import mujoco
@@ -138,17 +141,35 @@ class LaneRenderer:
         self.data = mujoco.MjData(model)
         self._pixels = np.empty((height, width, 3), np.uint8)
 
-    def render(self, qpos: np.ndarray) -> np.ndarray:
-        """(height, width, 3) uint8 RGB frame of the configuration ``qpos``."""
+    def render(self, qpos: np.ndarray, arrows: Sequence[Arrow] = (), spheres: Sequence[Sphere] = ()) -> np.ndarray:
+        """(height, width, 3) uint8 RGB frame of the configuration ``qpos``, with ``arrows`` and
+        ``spheres`` (world frame) drawn over the scene."""
         self.data.qpos[:] = qpos
         mujoco.mj_kinematics(self.model, self.data)
         self.camera.lookat[:] = self.data.xpos[self.follow]
         self.context.make_current()
         mujoco.mjv_updateScene(self.model, self.data, self.option, None, self.camera,
                                mujoco.mjtCatBit.mjCAT_ALL, self.scene)
+        for start, end, rgba, width in arrows:
+            if np.linalg.norm(end - start) > 1e-3:  # an arrow of no length has no direction
+                mujoco.mjv_connector(self._geom(rgba), mujoco.mjtGeom.mjGEOM_ARROW, width, start, end)
+        for pos, rgba, radius in spheres:
+            g = self._geom(rgba)
+            g.type, g.size[:], g.pos[:] = mujoco.mjtGeom.mjGEOM_SPHERE, radius, pos
         mujoco.mjr_render(self.rect, self.scene, self.mjr)
         mujoco.mjr_readPixels(self._pixels, None, self.rect, self.mjr)
         return np.flipud(self._pixels).copy()  # OpenGL's rows run bottom to top
+
+    def _geom(self, rgba: Sequence[float]) -> mujoco.MjvGeom:
+        """A new decoration geom at the end of the scene, after the model's."""
+        if self.scene.ngeom >= self.scene.maxgeom:
+            raise RuntimeError(f"the scene holds at most {self.scene.maxgeom} geoms, markers included")
+        g = self.scene.geoms[self.scene.ngeom]
+        mujoco.mjv_initGeom(g, mujoco.mjtGeom.mjGEOM_SPHERE, np.zeros(3), np.zeros(3), np.eye(3).ravel(),
+                            np.asarray(rgba, np.float32))
+        g.category = mujoco.mjtCatBit.mjCAT_DECOR
+        self.scene.ngeom += 1
+        return g
 
     def close(self) -> None:
         self._finalizer()
