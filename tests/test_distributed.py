@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import needs_gl
+
 WORKER = str(Path(__file__).with_name("distributed_worker.py"))
 
 
@@ -149,6 +151,18 @@ def test_distributed_training_runs_and_rank0_sees_every_episode(tmp_path):
     assert len(per_rank) == 2 and total == sum(per_rank) > 0
     assert list(tmp_path.glob("G1WalkFlat/*/model_2.pt"))  # rank 0 saved the run
     assert run.stdout.count("run directory") == 1  # and alone reported it
+
+
+@needs_gl
+def test_distributed_training_records_its_checkpoints_on_rank0(tmp_path):
+    """Rank 0 watches each checkpoint alone, in a process that torchrun started as a rank."""
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          "-m", "motrix_gym", "train", "Motrix/Go1WalkFlat-v0", "--num-envs", "8", "--iterations", "2",
+                          "--distributed", "--no-compile", "--eval-lanes", "0", "--log-dir", str(tmp_path),
+                          "--video", "--video-length", "4", "--ppo", "save_interval=1"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.glob("Go1WalkFlat/*/videos/*")) == ["model_0.mp4", "model_1.mp4"]
 
 
 def test_distributed_training_outside_torchrun_is_an_argparse_error(tmp_path, capsys):

@@ -158,16 +158,16 @@ def test_start_from_another_task_keeps_its_models_and_starts_blind_to_new_terms(
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
     from motrix_gym.learn.model_init import check_init_from, init_from
-    from motrix_gym.learn.train import make_runner
+    from motrix_gym.learn.train import make_algorithm
 
     rough = train(env_id("Go1WalkRough"), iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0,
                   progress=False, config=tiny("Go1WalkRough"))
     cfg = tiny("Go1WalkStairs")
     stairs = make_rsl_rl(env_id("Go1WalkStairs"), num_envs=4, compile=False, progress=False)
-    alg = make_runner(stairs, cfg).alg
+    alg = make_algorithm(stairs, cfg)
     init_from(alg, stairs, cfg, check_init_from(env_id("Go1WalkStairs"), cfg, rough.checkpoint))
     source = make_rsl_rl(env_id("Go1WalkRough"), num_envs=4, compile=False, progress=False)
-    old = make_runner(source, tiny("Go1WalkRough")).alg
+    old = make_algorithm(source, tiny("Go1WalkRough"))
     old.load(checkpoint.load(rough.checkpoint), None, strict=True)
     obs = stairs.get_observations()
     for model, group in (("actor", "policy"), ("critic", "critic")):

@@ -31,20 +31,21 @@ class PlayResult:
 
 def load_policy(path: str | Path, env: Any) -> tuple[Callable, Any]:
     """The deterministic policy of checkpoint ``path`` for ``env`` (an rsl_rl adapter of the same
-    task), and the runner that holds it."""
-    from motrix_gym.learn.train import make_runner
+    task), and the algorithm that holds it."""
+    from motrix_gym.learn.train import make_algorithm
 
     ckpt = checkpoint.load(path)
-    runner = make_runner(env, PpoConfig.from_dict(ckpt["infos"]["ppo"]))
-    runner.alg.load(ckpt, {"actor": True}, strict=True)
-    return runner.get_inference_policy(), runner
+    alg = make_algorithm(env, PpoConfig.from_dict(ckpt["infos"]["ppo"]))
+    alg.load(ckpt, {"actor": True}, strict=True)
+    alg.eval_mode()
+    return alg.get_policy(), alg
 
 
-def export_onnx(runner: Any, target: Path) -> Path:
-    """The runner's policy (observation normaliser included) as one self-contained ONNX file:
+def export_onnx(alg: Any, target: Path) -> Path:
+    """The algorithm's policy (observation normaliser included) as one self-contained ONNX file:
     rsl_rl's own export leaves the weights in a ``.data`` file beside it, which a copy of the
     ``.onnx`` alone would lose."""
-    model = runner.alg.get_policy().as_onnx(verbose=False).to("cpu").eval()
+    model = alg.get_policy().as_onnx(verbose=False).to("cpu").eval()
     torch.onnx.export(model, model.get_dummy_inputs(), target, opset_version=18, input_names=model.input_names,
                       output_names=model.output_names, external_data=False)
     return target
@@ -84,7 +85,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
                       **options)
     base = env.env
     try:
-        policy, runner = load_policy(checkpoint_path, env)
+        policy, alg = load_policy(checkpoint_path, env)
         rt = base.runtime
         if steps is None:
             steps = min(base.task.max_episode_steps, round(10.0 / base.task.step_dt))
@@ -108,7 +109,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         video = None if out is None else write_video(frames, out, fps=1.0 / (base.task.step_dt * every))
         onnx = None
         if export == "onnx":
-            onnx = export_onnx(runner, Path(checkpoint_path).with_name("policy.onnx"))
+            onnx = export_onnx(alg, Path(checkpoint_path).with_name("policy.onnx"))
     finally:  # frees the renderer's GL context while its display is still up
         env.close()
     return PlayResult(steps, {n: float(r) / (steps * lanes) for n, r in zip(rt.reward_names, rewards)},

@@ -1,7 +1,7 @@
 """``python -m motrix_gym train``: rsl_rl's PPO on a task with the task family's defaults.
 
-The ``OnPolicyRunner`` builds the algorithm (models, storage, optimizer) and saves and exports
-it; this module drives its iterations itself because a run here has a time budget
+The algorithm (models, storage, optimizer) is built as rsl_rl's ``OnPolicyRunner`` builds it;
+this module drives its iterations itself because a run here has a time budget
 (``minutes``) as well as an iteration count, and shows one progress line instead of a page per
 iteration. Each iteration is the runner's: ``num_steps_per_env`` steps of ``alg.act`` /
 ``env.step`` / ``alg.process_env_step``, then ``alg.compute_returns`` and ``alg.update``.
@@ -56,22 +56,13 @@ def default_config(env_id: str) -> PpoConfig:
     return ppo_config(task_name(env_id))
 
 
-def make_runner(env: Any, cfg: PpoConfig, device: str = "cpu") -> Any:
-    """An rsl_rl ``OnPolicyRunner`` over ``env`` with ``cfg``; it writes no logs of its own."""
-    import contextlib
-    import io
-
-    from rsl_rl.runners import OnPolicyRunner
-
-    with contextlib.redirect_stdout(io.StringIO()):  # it prints both models at construction
-        return OnPolicyRunner(env, cfg.to_rsl_rl(), log_dir=None, device=device)
-
-
-def make_algorithm(env: Any, cfg: PpoConfig, rank: int, world: int, device: str = "cpu") -> Any:
-    """rsl_rl's PPO over ``env`` as one of ``world`` ranks, built as its runner builds it, with
-    rsl_rl's multi-process configuration: gradients averaged and the learning rate kept equal over
-    the ranks with torch.distributed's collectives, on any backend (the runner itself accepts
-    several processes only on CUDA devices)."""
+def make_algorithm(env: Any, cfg: PpoConfig, device: str = "cpu", rank: int = 0, world: int = 1) -> Any:
+    """rsl_rl's PPO over ``env`` with ``cfg``, built as its ``OnPolicyRunner`` builds it. With
+    ``world`` > 1, this process is rank ``rank`` of rsl_rl's multi-process configuration: gradients
+    averaged and the learning rate kept equal over the ranks with torch.distributed's collectives,
+    on any backend. Built here rather than by the runner, which accepts several processes only on
+    CUDA devices and takes any process of a torchrun launch for one of them, even where a rank
+    loads a policy to watch it alone."""
     import contextlib
     import io
     import os
@@ -79,11 +70,12 @@ def make_algorithm(env: Any, cfg: PpoConfig, rank: int, world: int, device: str 
     from rsl_rl.algorithms import PPO
 
     train_cfg = cfg.to_rsl_rl()
-    train_cfg["multi_gpu"] = {"global_rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", rank)),
-                              "world_size": world}
+    train_cfg["multi_gpu"] = None if world == 1 else {
+        "global_rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", rank)), "world_size": world}
     with contextlib.redirect_stdout(io.StringIO()):  # it prints both models at construction
         alg = PPO.construct_algorithm(env.get_observations(), env, train_cfg, device)
-    alg.broadcast_parameters()  # every rank starts from rank 0's weights
+    if world > 1:
+        alg.broadcast_parameters()  # every rank starts from rank 0's weights
     return alg
 
 
@@ -176,7 +168,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                       distributed=distributed, device=device)
     try:  # a run that cannot start closes its env and leaves no folder
         device = str(env.device)
-        alg = make_algorithm(env, cfg, rank, world, device) if distributed else make_runner(env, cfg, device).alg
+        alg = make_algorithm(env, cfg, device, rank, world)
         if start is not None:
             init_from(alg, env, cfg, start)
         if state is not None:
