@@ -9,7 +9,17 @@ import sys
 import time
 from pathlib import Path
 
-from motrix_gym.arguments import SEED, TASK_HELP, amount, count, device_name, out_path, task_id, velocity_command
+from motrix_gym.arguments import (
+    MARKERS_HELP,
+    SEED,
+    TASK_HELP,
+    amount,
+    count,
+    device_name,
+    out_path,
+    task_id,
+    velocity_command,
+)
 from motrix_gym.sim.backend import BACKENDS
 from motrix_gym.video import VIDEO_SUFFIXES
 
@@ -76,18 +86,18 @@ def cmd_render(args: argparse.Namespace) -> None:
 
     lanes = list(range(args.lanes))
     env = gym.make_vec(args.env_id, num_envs=max(args.lanes, 1), compile=False, render_mode="rgb_array",
-                       render_lane=lanes if len(lanes) > 1 else 0, progress=False)
+                       render_lane=lanes if len(lanes) > 1 else 0, render_markers=args.markers, progress=False)
     env.reset(seed=args.seed)
     rng = np.random.default_rng(args.seed)
     frames = []
     try:
-        for _ in tqdm(range(args.steps), desc=f"render {args.env_id}", unit="frame"):
+        for i in tqdm(range(args.steps), desc=f"render {args.env_id}", unit="step"):
             a = rng.standard_normal(env.action_space.shape).astype(np.float32) * args.action_std
             env.step(a)
-            frames.append(env.render())
+            if i % args.every == 0:  # a frame costs far more than a step: draw only those kept
+                frames.append(env.render())
     finally:  # frees the renderer's GL context while its display is still up
         env.close()
-    frames = frames[:: args.every]
     write_video(frames, Path(args.out), fps=1.0 / (env.unwrapped.task.step_dt * args.every))
     print(f"wrote {len(frames)} frames to {args.out}")
 
@@ -161,7 +171,8 @@ def cmd_play(args: argparse.Namespace) -> None:
     path = resolve(args.checkpoint) if args.checkpoint else latest(args.log_dir, args.env_id)
     print(f"checkpoint: {path}")
     res = play(args.env_id, path, out=args.out, lanes=args.lanes, steps=args.steps, every=args.every,
-               export=args.export, seed=args.seed, width=args.width, height=args.height, command=args.command)
+               export=args.export, seed=args.seed, width=args.width, height=args.height, command=args.command,
+               markers=args.markers)
     print(f"\n{res.steps} steps x {args.lanes} lanes, {res.episodes_ended} episodes ended")
     print("mean reward per env step, by term (weight * dt included):")
     for name, v in res.reward_terms.items():
@@ -220,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     render.add_argument("--lanes", type=count(1), default=1, help="tile the first k lanes")
     render.add_argument("--seed", type=SEED, default=0)
     render.add_argument("--action-std", type=amount(positive=False), default=0.0, help="0: hold the default pose")
+    render.add_argument("--markers", action=argparse.BooleanOptionalAction, default=True, help=MARKERS_HELP)
     render.set_defaults(func=cmd_render)
     tr = sub.add_parser("train", help="train a policy with rsl_rl's PPO (the task family's defaults)")
     tr.add_argument("env_id", type=task_id, help=TASK_HELP)
@@ -264,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--height", type=count(1, 8192), default=360)
     pl.add_argument("--export", choices=("onnx",), default=None, help="write policy.onnx beside the checkpoint")
     pl.add_argument("--seed", type=SEED, default=0)
+    pl.add_argument("--markers", action=argparse.BooleanOptionalAction, default=True, help=MARKERS_HELP)
     pl.add_argument("--command", type=velocity_command, default=None, metavar="VX,VY,WZ",
                     help="velocity tasks: give every lane this command, m/s and rad/s (a negative first "
                          "value: --command=-0.5,0,0)")

@@ -106,6 +106,7 @@ def out_path(suffixes: tuple[str, ...]) -> Callable[[str], str]:
 
 
 TASK_HELP = "a task id (Motrix/G1WalkFlat-v0) or its name (G1WalkFlat); `list` prints them"
+MARKERS_HELP = "draw what the commands ask: velocity arrows, a motion's reference bodies"
 
 
 def task_id(text: str) -> str:

@@ -516,6 +516,7 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
     ({"lanes": True}, "lanes must be an int >= 1"), ({"lanes": 0}, "lanes must be an int >= 1"),
     ({"every": 0}, "every must be an int >= 1"), ({"steps": 0}, "steps must be None"),
     ({"steps": -5}, "steps must be None"), ({"export": "tflite"}, "export must be None or 'onnx'"),
+    ({"markers": "no"}, "markers must be True or False"),
     ({"env_id": "Go1WalkFlat"}, "unknown task 'Go1WalkFlat'; registered: "),
 ])
 def test_bad_play_arguments_are_refused_before_the_checkpoint_is_read(bad, message, tmp_path):

@@ -188,10 +188,17 @@ def test_a_command_whose_reader_stops_early_ends_quietly(unbuffered):
 
 @needs_gl
 def test_cli_render(tmp_path):
-    out = tmp_path / "g1.gif"
-    subprocess.run([sys.executable, "-m", "motrix_gym", "render", ENV_ID, "--out", str(out), "--steps", "4"],
-                   check=True, capture_output=True)
-    assert out.stat().st_size > 1000
+    from PIL import Image
+
+    first = {}
+    for markers in ("--markers", "--no-markers"):
+        out = tmp_path / f"g1{markers}.gif"
+        subprocess.run([sys.executable, "-m", "motrix_gym", "render", ENV_ID, "--out", str(out), "--steps", "5",
+                        "--every", "2", markers], check=True, capture_output=True)
+        with Image.open(out) as gif:
+            assert gif.n_frames == 3  # steps 0, 2 and 4
+            first[markers] = np.asarray(gif.convert("RGB"))
+    assert (first["--markers"] != first["--no-markers"]).any()  # the velocity command's arrow
 
 
 def test_readme_quickstart_runs():

@@ -54,12 +54,12 @@ def export_onnx(alg: Any, target: Path) -> Path:
 def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None, lanes: int = 1,
          steps: int | None = None, every: int = 2, export: str | None = None, seed: int = 0,
          width: int = 480, height: int = 360, progress: bool = True,
-         command: Sequence[float] | None = None) -> PlayResult:
+         command: Sequence[float] | None = None, markers: bool = True) -> PlayResult:
     """Run the policy of ``checkpoint_path`` (a run's folder: its last checkpoint) for ``steps`` env
     steps (default: one episode, at most 10 s) on ``lanes`` lanes; write every ``every``-th frame
     to ``out`` (.gif or .mp4, lanes tiled); ``export="onnx"`` writes ``policy.onnx`` beside the
     checkpoint. ``command=(vx, vy, yaw_rate)`` gives every lane of a velocity-tracking task that
-    command."""
+    command; ``markers`` draws what the commands ask in the video (``render_markers``)."""
     from tqdm import tqdm
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
@@ -72,6 +72,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
     if steps is not None and not (is_int(steps) and steps >= 1):
         raise ValueError(f"steps must be None (one episode, at most 10 s) or an int >= 1, got {steps!r}")
+    if not isinstance(markers, bool):
+        raise ValueError(f"markers must be True or False, got {markers!r}")
     if out is not None:
         out = check_out_path(out, VIDEO_SUFFIXES)
     checkpoint_path = checkpoint.resolve(checkpoint_path)
@@ -79,7 +81,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     if meta["env_id"] != env_id:
         raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} was trained on {meta['env_id']}, not {env_id}")
     render = {} if out is None else {"render_mode": "rgb_array", "render_lane": range(lanes) if lanes > 1 else 0,
-                                     "width": width, "height": height}
+                                     "width": width, "height": height, "render_markers": markers}
     options = {} if command is None else {"command": command}
     env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render,
                       **options)
