@@ -76,13 +76,19 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def cmd_render(args: argparse.Namespace) -> None:
-    """Roll out a lane with zero or random actions and write the frames as a GIF."""
+    """Roll out lanes with zero or random actions and write the frames as a GIF or an MP4."""
     import gymnasium as gym
     import numpy as np
     from tqdm import tqdm
 
     import motrix_gym  # noqa: F401
     from motrix_gym.video import write_video
+
+    if Path(args.out).suffix == ".mp4":  # before the rollout, not after it
+        try:
+            import moviepy  # noqa: F401
+        except ImportError:
+            sys.exit('error: writing an .mp4 needs moviepy: pip install -e ".[video]" (or write a .gif)')
 
     lanes = list(range(args.lanes))
     env = gym.make_vec(args.env_id, num_envs=max(args.lanes, 1), compile=False, render_mode="rgb_array",
@@ -225,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     run.set_defaults(func=cmd_run)
     render = sub.add_parser("render", help="write a GIF of a rollout")
     render.add_argument("env_id", type=task_id, help=TASK_HELP)
-    render.add_argument("--out", type=out_path((".gif",)), required=True, help="output .gif")
+    render.add_argument("--out", type=out_path(VIDEO_SUFFIXES), required=True, help="video.gif or video.mp4")
     render.add_argument("--steps", type=count(1), default=100)
     render.add_argument("--every", type=count(1), default=2, help="keep every n-th frame")
     render.add_argument("--lanes", type=count(1), default=1, help="tile the first k lanes")

@@ -191,7 +191,7 @@ def test_finite_actions_beyond_float32_are_clipped_not_refused(huge):
     (["run", "G1WalkFlat", "--action-std", "-0.5"], "--action-std: must be a finite number >= 0"),
     (["run", "G1WalkFlat", "--action-std", "nan"], "--action-std: must be a finite number >= 0"),
     (["render", "G1WalkFlat", "--out", "OUT", "--every", "0"], "--every: must be >= 1"),
-    (["render", "G1WalkFlat", "--out", "walk.png"], "--out: 'walk.png' does not end in one of ('.gif',)"),
+    (["render", "G1WalkFlat", "--out", "walk.png"], "--out: 'walk.png' does not end in one of ('.gif', '.mp4')"),
     (["play", "G1WalkFlat", "--out", "MISSING/walk.mp4"], "--out: 'MISSING/walk.mp4': folder 'MISSING' does not exist"),
     (["train", "G1WalkFlat", "--minutes", "0"], "--minutes: must be a finite number > 0"),
     (["train", "G1WalkFlat", "--minutes", "inf"], "--minutes: must be a finite number > 0"),

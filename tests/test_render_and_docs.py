@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import gymnasium as gym
+import imageio
 import numpy as np
 import pytest
 import torch
@@ -42,6 +43,17 @@ def test_without_opengl_render_names_the_packages_and_run_works(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "libosmesa6" in r.stderr, r.stderr
     assert not logs.exists()
+
+
+def test_render_to_mp4_without_moviepy_says_what_to_install_before_rolling_out(tmp_path):
+    shadow = tmp_path / "no_moviepy" / "moviepy"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('no moviepy (simulated)')\n")
+    out = tmp_path / "walk.mp4"
+    r = subprocess.run([sys.executable, "-m", "motrix_gym", "render", ENV_ID, "--out", str(out)],
+                       env={**os.environ, "PYTHONPATH": str(shadow.parent)}, capture_output=True, text=True)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert 'writing an .mp4 needs moviepy: pip install -e ".[video]"' in r.stderr and not out.exists()
 
 
 @needs_gl
@@ -199,6 +211,10 @@ def test_cli_render(tmp_path):
             assert gif.n_frames == 3  # steps 0, 2 and 4
             first[markers] = np.asarray(gif.convert("RGB"))
     assert (first["--markers"] != first["--no-markers"]).any()  # the velocity command's arrow
+    mp4 = tmp_path / "g1.mp4"
+    subprocess.run([sys.executable, "-m", "motrix_gym", "render", ENV_ID, "--out", str(mp4), "--steps", "6",
+                    "--every", "3"], check=True, capture_output=True)
+    assert len(imageio.mimread(mp4, memtest=False)) == 2
 
 
 def test_readme_quickstart_runs():
