@@ -154,19 +154,19 @@ class LaneRenderer:
             if np.linalg.norm(end - start) > 1e-3:  # an arrow of no length has no direction
                 mujoco.mjv_connector(self._geom(rgba), mujoco.mjtGeom.mjGEOM_ARROW, width, start, end)
         for pos, rgba, radius in spheres:
-            g = self._geom(rgba)
-            g.type, g.size[:], g.pos[:] = mujoco.mjtGeom.mjGEOM_SPHERE, radius, pos
+            self._geom(rgba, pos, radius)
         mujoco.mjr_render(self.rect, self.scene, self.mjr)
         mujoco.mjr_readPixels(self._pixels, None, self.rect, self.mjr)
         return np.flipud(self._pixels).copy()  # OpenGL's rows run bottom to top
 
-    def _geom(self, rgba: Sequence[float]) -> mujoco.MjvGeom:
-        """A new decoration geom at the end of the scene, after the model's."""
+    def _geom(self, rgba: Sequence[float], pos: np.ndarray | None = None, radius: float = 0.0) -> mujoco.MjvGeom:
+        """A new decoration sphere at the end of the scene, after the model's (``mjv_connector``
+        turns it into an arrow)."""
         if self.scene.ngeom >= self.scene.maxgeom:
             raise RuntimeError(f"the scene holds at most {self.scene.maxgeom} geoms, markers included")
         g = self.scene.geoms[self.scene.ngeom]
-        mujoco.mjv_initGeom(g, mujoco.mjtGeom.mjGEOM_SPHERE, np.zeros(3), np.zeros(3), np.eye(3).ravel(),
-                            np.asarray(rgba, np.float32))
+        mujoco.mjv_initGeom(g, mujoco.mjtGeom.mjGEOM_SPHERE, np.full(3, radius), np.zeros(3) if pos is None else pos,
+                            np.eye(3).ravel(), np.asarray(rgba, np.float32))
         g.category = mujoco.mjtCatBit.mjCAT_DECOR
         self.scene.ngeom += 1
         return g
