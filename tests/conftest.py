@@ -29,7 +29,8 @@ def gl_missing() -> str | None:
     return None
 
 
-needs_gl = pytest.mark.skipif(gl_missing() is not None, reason=str(gl_missing()))
+_GL_MISSING = gl_missing()  # once: where nothing renders, each call probes every backend again
+needs_gl = pytest.mark.skipif(_GL_MISSING is not None, reason=str(_GL_MISSING))
 
 
 def make(num_envs: int = 4, **kwargs) -> MotrixVectorEnv:
