@@ -82,13 +82,9 @@ def cmd_render(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
     import motrix_gym  # noqa: F401
-    from motrix_gym.video import write_video
+    from motrix_gym.video import check_writer, write_video
 
-    if Path(args.out).suffix == ".mp4":  # before the rollout, not after it
-        try:
-            import moviepy  # noqa: F401
-        except ImportError:
-            sys.exit('error: writing an .mp4 needs moviepy: pip install -e ".[video]" (or write a .gif)')
+    check_writer(Path(args.out).suffix)
 
     lanes = list(range(args.lanes))
     env = gym.make_vec(args.env_id, num_envs=max(args.lanes, 1), compile=False, render_mode="rgb_array",
@@ -205,7 +201,8 @@ def _user_errors() -> tuple[type[Exception], ...]:
     found = []
     for module, name in (("motrix_gym.sim.render", "RenderingUnavailable"),
                          ("motrix_gym.learn.checkpoint", "CheckpointError"),
-                         ("motrix_gym.sim.backend", "MissingExtra")):
+                         ("motrix_gym.sim.backend", "MissingExtra"),
+                         ("motrix_gym.video", "WriterMissing")):
         if module in sys.modules:
             found.append(getattr(sys.modules[module], name))
     return tuple(found)

@@ -45,15 +45,29 @@ def test_without_opengl_render_names_the_packages_and_run_works(tmp_path):
     assert not logs.exists()
 
 
-def test_render_to_mp4_without_moviepy_says_what_to_install_before_rolling_out(tmp_path):
+@pytest.mark.parametrize("cmd", ["render", "train"])
+def test_an_mp4_without_moviepy_is_refused_before_anything_runs(tmp_path, cmd):
     shadow = tmp_path / "no_moviepy" / "moviepy"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("raise ImportError('no moviepy (simulated)')\n")
-    out = tmp_path / "walk.mp4"
-    r = subprocess.run([sys.executable, "-m", "motrix_gym", "render", ENV_ID, "--out", str(out)],
+    out, logs = tmp_path / "walk.mp4", tmp_path / "logs"
+    args = ["--out", str(out)] if cmd == "render" else ["--iterations", "1", "--video", "--log-dir", str(logs)]
+    r = subprocess.run([sys.executable, "-m", "motrix_gym", cmd, ENV_ID, *args],
                        env={**os.environ, "PYTHONPATH": str(shadow.parent)}, capture_output=True, text=True)
-    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
-    assert 'writing an .mp4 needs moviepy: pip install -e ".[video]"' in r.stderr and not out.exists()
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert 'writing an .mp4 needs moviepy: pip install -e ".[video]"' in r.stderr
+    assert not out.exists() and not logs.exists()
+
+
+def test_play_to_mp4_without_moviepy_is_refused_before_loading(tmp_path, monkeypatch):
+    pytest.importorskip("rsl_rl")
+    from motrix_gym.learn.play import play
+    from motrix_gym.video import WriterMissing
+
+    monkeypatch.setitem(sys.modules, "moviepy", None)  # import moviepy now raises ImportError
+    with pytest.raises(WriterMissing, match=r"pip install -e \"\.\[video\]\""):
+        play(ENV_ID, tmp_path / "none.pt", out=tmp_path / "walk.mp4")  # the checkpoint's absence comes second
+    assert not (tmp_path / "walk.mp4").exists()
 
 
 @needs_gl

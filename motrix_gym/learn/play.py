@@ -16,7 +16,7 @@ from motrix_gym.learn import checkpoint
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import PpoConfig
 from motrix_gym.registry import check_id
-from motrix_gym.video import VIDEO_SUFFIXES, write_video
+from motrix_gym.video import VIDEO_SUFFIXES, check_writer, write_video
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         raise ValueError(f"markers must be True or False, got {markers!r}")
     if out is not None:
         out = check_out_path(out, VIDEO_SUFFIXES)
+        check_writer(out.suffix)
     checkpoint_path = checkpoint.resolve(checkpoint_path)
     meta = checkpoint.load(checkpoint_path)["infos"]
     if meta["env_id"] != env_id:

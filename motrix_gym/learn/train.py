@@ -137,10 +137,12 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     ranks = Ranks.default_group() if distributed else Ranks()
     rank, world = ranks.rank, ranks.world
     lead = rank == 0
-    if video and lead:  # a machine that cannot render says so before the run, not at its first checkpoint
+    if video and lead:  # a machine that cannot render or write videos says so before the run
         from motrix_gym.sim.render import backend
+        from motrix_gym.video import check_writer
 
         backend()
+        check_writer(".mp4")
     start_it, state = 0, None
     changes = dict(ppo or {})
     if num_envs is not None:
