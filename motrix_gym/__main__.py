@@ -82,13 +82,13 @@ def cmd_render(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
     import motrix_gym  # noqa: F401
+    from motrix_gym.sim.render import tile
     from motrix_gym.video import check_writer, write_video
 
     check_writer(Path(args.out).suffix)
 
-    lanes = list(range(args.lanes))
-    env = gym.make_vec(args.env_id, num_envs=max(args.lanes, 1), compile=False, render_mode="rgb_array",
-                       render_lane=lanes if len(lanes) > 1 else 0, render_markers=args.markers, progress=False)
+    env = gym.make_vec(args.env_id, num_envs=args.lanes, compile=False, render_mode="rgb_array",
+                       render_markers=args.markers, progress=False)
     env.reset(seed=args.seed)
     rng = np.random.default_rng(args.seed)
     frames = []
@@ -97,7 +97,7 @@ def cmd_render(args: argparse.Namespace) -> None:
             a = rng.standard_normal(env.action_space.shape).astype(np.float32) * args.action_std
             env.step(a)
             if i % args.every == 0:  # a frame costs far more than a step: draw only those kept
-                frames.append(env.render())
+                frames.append(tile(env.render()))
     finally:  # frees the renderer's GL context while its display is still up
         env.close()
     write_video(frames, Path(args.out), fps=1.0 / (env.unwrapped.task.step_dt * args.every))

@@ -57,7 +57,8 @@ class MotrixEnv(gymnasium.Env):
         return self._one(obs), float(rew[0]), bool(term[0]), bool(trunc[0]), info
 
     def render(self) -> np.ndarray | None:
-        return self.vec.render()
+        frames = self.vec.render()
+        return None if frames is None else frames[0]
 
     def close(self) -> None:
         self.vec.close()

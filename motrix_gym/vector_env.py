@@ -23,6 +23,7 @@ Contracts (see docs/architecture.md):
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import Sequence
 from typing import Any
@@ -75,10 +76,10 @@ class MotrixVectorEnv(VectorEnv):
         torch_threads: torch intra-op threads while the runtime runs (the caller's setting is
             restored after each call).
         lane_offset: global number of lane 0, for RNG streams shared across processes.
-        render_mode: None or ``"rgb_array"``; ``render_lane`` picks the lane shown, or a sequence of
-            lanes (``range(k)``) tiled into one grid frame; ``width`` x ``height`` pixels per lane
-            (the keywords of Gymnasium's MuJoCo envs). ``render_markers`` draws what the commands
-            show (``mdp/markers.py``: a velocity command's arrows, a motion's reference bodies).
+        render_mode: None or ``"rgb_array"`` (``render()`` gives one frame per lane, each drawn
+            when read); ``width`` x ``height`` pixels per lane (the keywords of Gymnasium's MuJoCo
+            envs). ``render_markers`` draws what the commands show (``mdp/markers.py``: a velocity
+            command's arrows, a motion's reference bodies).
         progress: show a progress bar while the runtime compiles.
         current_kinematics: after the physics substeps, bring body poses, velocities and sensors
             to the new state (default), through a cut-down sensing model (see
@@ -94,8 +95,8 @@ class MotrixVectorEnv(VectorEnv):
                  copy: bool = True, autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
                  obs_groups: tuple[str, ...] | str = ("policy",), compile: bool = True,
                  device: str | torch.device = "cpu", nthread: int | None = None, torch_threads: int = 1,
-                 lane_offset: int = 0, render_mode: str | None = None, render_lane: int | Sequence[int] = 0,
-                 width: int = 640, height: int = 480, render_markers: bool = True, progress: bool = True,
+                 lane_offset: int = 0, render_mode: str | None = None, width: int = 640, height: int = 480,
+                 render_markers: bool = True, progress: bool = True,
                  current_kinematics: bool = True, distributed: bool = False, backend: str | None = None,
                  compile_processes: int | None = None, **task_options: Any) -> None:
         self._closed = True  # until fully built, so close()/__del__ on a failed init are safe
@@ -114,10 +115,6 @@ class MotrixVectorEnv(VectorEnv):
                              f"got {autoreset_mode!r}") from None
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        lanes = (render_lane,) if isinstance(render_lane, int) else tuple(render_lane)
-        if not lanes or not all(is_int(i) and 0 <= i < num_envs for i in lanes):
-            raise ValueError(f"render_lane must be a lane in [0, {num_envs}) or a sequence of them, "
-                             f"got {render_lane!r}")
         if not all(is_int(x) and 0 < x <= 8192 for x in (width, height)):
             raise ValueError(f"width and height must be ints in [1, 8192], got {width!r} x {height!r}")
         if not is_int(torch_threads) or torch_threads < 1:
@@ -205,8 +202,8 @@ class MotrixVectorEnv(VectorEnv):
         self.num_envs = num_envs
         self.output, self.copy, self.obs_groups = output, copy, groups
         self.autoreset_mode = mode
-        self.metadata = {**self.metadata, "autoreset_mode": mode}
-        self.render_mode, self.render_lanes, self.render_size = render_mode, lanes, (width, height)
+        self.metadata = {**self.metadata, "autoreset_mode": mode, "render_fps": round(1.0 / cfg.step_dt)}
+        self.render_mode, self.render_size = render_mode, (width, height)
         self.render_markers = render_markers
         clip = program.action.clip
         na = len(program.action.joints.names)
@@ -349,27 +346,67 @@ class MotrixVectorEnv(VectorEnv):
         out = self._out_np
         return self._out_obs(), out(reward), out(terminated), out(truncated), info
 
-    def render(self) -> np.ndarray | None:
+    def render(self) -> Sequence[np.ndarray] | None:
+        """One (height, width, 3) uint8 frame per lane, as Gymnasium's ``VectorEnv.render`` gives
+        (None without a ``render_mode``). The state is captured now; frame ``i`` is drawn when it
+        is read, so reading lane 0 of thousands costs one frame."""
         self._check_open()
         if self.render_mode is None:
             return None
-        from motrix_gym.sim.render import LaneRenderer, tile
+        from motrix_gym.sim.render import LaneFrames
+
+        qpos = np.array(self.sim.qpos.cpu())  # copies: the frames outlive the step that rewrites these
+        markers = self._markers()
+        arrows = [(np.array(m.start.cpu()), np.array(m.end.cpu()), m.rgba, m.width) for m in markers
+                  if isinstance(m, Arrows)]
+        spheres = [(np.array(m.pos.cpu()), m.rgba, m.radius) for m in markers if isinstance(m, Spheres)]
+        return LaneFrames(self.num_envs, functools.partial(self._draw, qpos, arrows, spheres))
+
+    def _draw(self, qpos: np.ndarray, arrows: list[tuple], spheres: list[tuple], i: int) -> np.ndarray:
+        """Lane ``i``'s frame of a state that :meth:`render` captured."""
+        self._check_open()
         if self._renderer is None:
+            from motrix_gym.sim.render import LaneRenderer
+
             robot = self.task.scene.robot
             self._renderer = LaneRenderer(build_model(self.task.scene, self.task.sim_dt, visual=True),
                                           *self.render_size, distance=min(3.0, max(1.2, 3.5 * robot.base_height)),
                                           follow=self.runtime.program.root.body)
-        markers = self._markers() if self.render_markers else []
-        frames = []
-        for i in self.render_lanes:
-            arrows = [(a, b, m.rgba, m.width) for m in markers if isinstance(m, Arrows)
-                      for a, b in zip(m.start[i].cpu().numpy(), m.end[i].cpu().numpy())]
-            spheres = [(p, m.rgba, m.radius) for m in markers if isinstance(m, Spheres) for p in m.pos[i].cpu().numpy()]
-            frames.append(self._renderer.render(self.sim.qpos[i].cpu().numpy(), arrows, spheres))
-        return frames[0] if len(frames) == 1 else tile(frames)
+        return self._renderer.render(qpos[i], [(a, b, rgba, w) for start, end, rgba, w in arrows
+                                               for a, b in zip(start[i], end[i])],
+                                     [(p, rgba, r) for pos, rgba, r in spheres for p in pos[i]])
+
+    # Gymnasium's SyncVectorEnv gives one result per sub-environment; here the lanes share one env.
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Sequence[Any]:
+        """One result per lane: ``render`` gives each lane's frame (None each without a
+        ``render_mode``); any other attribute is the env's, called once with the arguments when
+        callable, and the same for every lane."""
+        if name == "render":
+            frames = self.render(*args, **kwargs)
+            return (None,) * self.num_envs if frames is None else frames
+        value = getattr(self, name)
+        return (value(*args, **kwargs) if callable(value) else value,) * self.num_envs
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """The env's attribute ``name``, once per lane."""
+        return (getattr(self, name),) * self.num_envs
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set the env's existing attribute ``name``: to ``values``, or to its one value when it is a
+        list or tuple of one value per lane (the lanes share the env, so they cannot differ)."""
+        if not hasattr(self, name):
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r} to set")
+        if isinstance(values, (list, tuple)):
+            if len(values) != self.num_envs or not all(_same(v, values[0]) for v in values):
+                raise ValueError(f"set_attr({name!r}): the {self.num_envs} lanes share one env, so give one value "
+                                 f"or {self.num_envs} equal ones, got {values!r}")
+            values = values[0]
+        setattr(self, name, values)
 
     def _markers(self) -> list[Arrows | Spheres]:
-        """What the command terms draw now (``mdp/markers.py``)."""
+        """What the command terms draw now (``mdp/markers.py``), if ``render_markers``."""
+        if not self.render_markers:
+            return []
         ctx = self.runtime.ctx
         with torch.no_grad():
             return [m for c in ctx.commands.values() if hasattr(c, "markers") for m in c.markers(ctx)]
@@ -561,3 +598,11 @@ def build_runtime(cfg: TaskConfig, num_envs: int, *, compile: bool, backend: str
     store = GraphStore.of(program, str(sim.device), *options) if compile else None
     return TorchManagerRuntime(program, sim, compile=compile, lane_offset=lane_offset, ranks=ranks,
                                store=store)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """``a`` is ``b`` or equals it (arrays, whose ``==`` is elementwise, only when identical)."""
+    if a is b:
+        return True
+    eq = a == b
+    return isinstance(eq, bool) and eq

@@ -63,7 +63,7 @@ def task_frames(size: tuple[int, int] = (240, 180)) -> None:
                 break
         for _ in range(5):
             env.step(np.zeros(env.action_space.shape, np.float32))
-        Image.fromarray(env.render()).resize(size).save(out)
+        Image.fromarray(env.render()[0]).resize(size).save(out)
         env.close()
 
 

@@ -109,9 +109,6 @@ def test_bad_make_kwargs():
     for bad in (True, 1.0, -1):
         with pytest.raises(ValueError, match="lane_offset must be an int >= 0"):
             make(2, lane_offset=bad)
-    for bad in (True, [0, True], 2, []):
-        with pytest.raises(ValueError, match="render_lane must be a lane"):
-            make(2, render_lane=bad)
     with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
         make(2, colour="red")
     with pytest.raises(TypeError, match="unexpected keyword argument 'frame_skip'"):  # Gymnasium MuJoCo's

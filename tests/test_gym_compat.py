@@ -58,6 +58,29 @@ def test_record_episode_statistics_reports_our_returns():
     env.close()
 
 
+def test_call_get_attr_and_set_attr_as_sync_vector_env_gives_them():
+    """One result per lane, as SyncVectorEnv gives one per sub-env; the lanes share one env."""
+    env = vec(n=3)
+    env.reset(seed=0)
+    assert env.get_attr("render_mode") == (None, None, None)
+    assert env.call("render") == (None, None, None) and env.call("num_envs") == (3, 3, 3)
+    assert env.call("get_attr", "autoreset_mode") == ((AutoresetMode.SAME_STEP,) * 3,) * 3  # a method, called
+    env.set_attr("render_markers", False)
+    assert env.render_markers is False
+    env.set_attr("render_markers", [True] * 3)
+    assert env.render_markers is True
+    with pytest.raises(ValueError, match="the 3 lanes share one env, so give one value or 3 equal ones"):
+        env.set_attr("render_markers", [True, False, True])
+    with pytest.raises(ValueError, match="3 equal ones"):
+        env.set_attr("render_markers", [False, False])
+    with pytest.raises(AttributeError, match="no attribute 'render_marker' to set"):
+        env.set_attr("render_marker", False)
+    assert env.render_markers is True and not hasattr(env, "render_marker")
+    with pytest.raises(AttributeError, match="nope"):
+        env.call("nope")
+    env.close()
+
+
 @pytest.mark.parametrize("task", REGISTERED)
 def test_check_env_on_every_task(task):
     env = gym.make(env_id(task))

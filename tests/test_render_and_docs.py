@@ -71,18 +71,60 @@ def test_play_to_mp4_without_moviepy_is_refused_before_loading(tmp_path, monkeyp
 
 
 @needs_gl
-def test_vector_render_lane_and_grid():
-    env = make(4, render_mode="rgb_array", render_lane=2)
+def test_vector_render_gives_one_frame_per_lane_drawn_when_read(monkeypatch):
+    from collections.abc import Sequence
+
+    from motrix_gym.sim.render import LaneRenderer
+
+    draws = []
+    render = LaneRenderer.render
+    monkeypatch.setattr(LaneRenderer, "render", lambda self, *a, **k: draws.append(1) or render(self, *a, **k))
+    env = make(4, render_mode="rgb_array", width=160, height=120)
     env.reset(seed=0)
-    frame = env.render()
-    assert frame.shape == (480, 640, 3) and frame.dtype == np.uint8 and frame.std() > 0
+    env.step(env.action_space.sample())
+    frames = env.render()
+    assert isinstance(frames, Sequence) and len(frames) == 4 and not draws  # nothing drawn yet
+    first = frames[2]
+    assert first.shape == (120, 160, 3) and first.dtype == np.uint8 and first.std() > 0
+    drawn = len(draws)
+    frames[3]
+    assert len(draws) == drawn + 1  # a lane read, a lane drawn
+    for _ in range(3):
+        env.step(env.action_space.sample())
+    np.testing.assert_array_equal(frames[2], first)  # the state of the render() call, not the current one
+    np.testing.assert_array_equal(frames[-2], first)
+    assert not np.array_equal(env.render()[2], first)
+    stack = np.asarray(env.render())
+    assert stack.shape == (4, 120, 160, 3) and not np.array_equal(stack[0], stack[1])
+    assert len(frames[1:3]) == 2
+    with pytest.raises(IndexError, match="lane 4 out of range for 4 lanes"):
+        frames[4]
+    with pytest.raises(TypeError, match="int or a slice"):
+        frames[1.0]
     env.close()
-    grid = make(4, render_mode="rgb_array", render_lane=range(4))
-    grid.reset(seed=0)
-    assert grid.render().shape == (960, 1280, 3)
-    grid.close()
-    with pytest.raises(ValueError, match="render_lane"):
-        make(2, render_mode="rgb_array", render_lane=5)
+    with pytest.raises(RuntimeError, match="closed"):
+        frames[0]
+    env = make(2)
+    env.reset(seed=0)
+    assert env.render() is None and env.call("render") == (None, None)
+    env.close()
+
+
+@needs_gl
+def test_gymnasium_vector_record_video_records_the_lanes(tmp_path):
+    from gymnasium.wrappers.vector import RecordVideo
+
+    for first_only, size in ((True, (48, 64)), (False, (96, 128))):  # 4 lanes tiled 2 x 2
+        env = RecordVideo(make(4, render_mode="rgb_array", width=64, height=48), str(tmp_path),
+                          name_prefix=f"first_only_{first_only}", step_trigger=lambda i: i == 0, video_length=6,
+                          record_first_only=first_only)
+        env.reset(seed=0)
+        for _ in range(8):
+            env.step(env.action_space.sample())
+        env.close()
+        (video,) = tmp_path.glob(f"first_only_{first_only}*.mp4")
+        frames = imageio.mimread(video)
+        assert len(frames) >= 6 and frames[0].shape[:2] == size, (len(frames), frames[0].shape)
 
 
 def test_velocity_markers_show_the_command_in_the_heading_frame_and_the_base_velocity():
@@ -124,7 +166,7 @@ def test_rendered_markers_are_drawn_in_their_colour_and_only_when_asked(task, op
         env = MotrixVectorEnv(task, 1, compile=False, mode="play", render_mode="rgb_array", width=240, height=180,
                               render_markers=markers, **options)
         env.reset(seed=0)
-        frames.append(env.render().astype(float))
+        frames.append(env.render()[0].astype(float))
         env.close()
     drawn = np.abs(frames[0] - frames[1]).sum(-1) > 30
     assert drawn.mean() > 0.002, drawn.mean()
@@ -144,12 +186,12 @@ def test_a_close_camera_over_a_large_terrain_draws_everything_in_front_of_it(mon
                        progress=False)
     env.reset(seed=0)
     assert env.unwrapped.sim.model.stat.extent > 100.0
-    frame = env.render()
+    (frame,) = env.render()
     assert frame[-1].max(axis=-1).min() > 0, "background at the bottom of the frame"
     env.unwrapped._renderer.close()
     env.unwrapped._renderer = None
     monkeypatch.setattr(render, "NEAR", render.NEAR / 10)
-    np.testing.assert_array_equal(env.render(), frame)
+    np.testing.assert_array_equal(env.render()[0], frame)
     env.close()
 
 

@@ -7,7 +7,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize
 
-from conftest import ENV_ID, make
+from conftest import ENV_ID, make, needs_gl
 from motrix_gym.integrations.sb3 import Sb3VecEnv, make_sb3
 
 
@@ -66,3 +66,12 @@ def test_make_sb3_refuses_torch_outputs_before_building():
     # an unknown id would fail when the env is built: the adapter's error comes first
     with pytest.raises(ValueError, match="Sb3VecEnv needs output='numpy', got 'torch'"):
         make_sb3("Motrix/Nope-v0", num_envs=2, output="torch")
+
+
+@needs_gl
+def test_sb3_render_tiles_a_frame_per_lane():
+    venv = make_sb3(ENV_ID, num_envs=4, compile=False, render_mode="rgb_array", width=32, height=24)
+    venv.reset()
+    assert venv.render_mode == "rgb_array" and len(venv.get_images()) == 4
+    assert venv.render().shape == (48, 64, 3)  # SB3 tiles the lanes' frames 2 x 2
+    venv.close()

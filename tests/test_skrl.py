@@ -53,7 +53,8 @@ def test_wrap_env_ppo_updates(output, tmp_path):
     agent = PPO(models=models, memory=RandomMemory(memory_size=16, num_envs=8, device=env.device),
                 observation_space=env.observation_space, action_space=env.action_space, device=env.device, cfg=cfg)
     before = [p.clone() for p in models["policy"].parameters()]
-    SequentialTrainer(env=env, agents=agent, cfg={"timesteps": 64, "headless": True, "disable_progressbar": True,
+    # skrl's default trainer settings (not headless) render through the vector env's call("render")
+    SequentialTrainer(env=env, agents=agent, cfg={"timesteps": 64, "disable_progressbar": True,
                                                   "close_environment_at_exit": False}).train()
     assert all(not torch.equal(a, b) for a, b in zip(before, models["policy"].parameters()))
     obs, _ = env.reset()

@@ -71,7 +71,8 @@ class Sb3VecEnv(VecEnv):
         self.env.close()
 
     def get_images(self) -> Sequence[np.ndarray | None]:
-        return [self.env.render()]
+        frames = self.env.render()  # one per lane, each drawn when read
+        return [None] * self.num_envs if frames is None else frames
 
     # The lanes share one env: attributes and methods are the env's, reported once per lane.
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:

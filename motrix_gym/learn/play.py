@@ -16,6 +16,7 @@ from motrix_gym.learn import checkpoint
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import PpoConfig
 from motrix_gym.registry import check_id
+from motrix_gym.sim.render import tile
 from motrix_gym.video import VIDEO_SUFFIXES, check_writer, write_video
 
 
@@ -81,8 +82,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     meta = checkpoint.load(checkpoint_path)["infos"]
     if meta["env_id"] != env_id:
         raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} was trained on {meta['env_id']}, not {env_id}")
-    render = {} if out is None else {"render_mode": "rgb_array", "render_lane": range(lanes) if lanes > 1 else 0,
-                                     "width": width, "height": height, "render_markers": markers}
+    render = {} if out is None else {"render_mode": "rgb_array", "width": width, "height": height,
+                                     "render_markers": markers}
     options = {} if command is None else {"command": command}
     env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render,
                       **options)
@@ -108,7 +109,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
                     acc[0] += float(value[:lanes][live].sum())
                     acc[1] += int(live.sum())
             if out is not None and i % every == 0:
-                frames.append(base.render())
+                frames.append(tile(base.render()))
         video = None if out is None else write_video(frames, out, fps=1.0 / (base.task.step_dt * every))
         onnx = None
         if export == "onnx":

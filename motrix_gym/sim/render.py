@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import functools
 import importlib
+import operator
 import os
 import subprocess
 import sys
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -140,6 +141,9 @@ class LaneRenderer:
         self.model, self.follow = model, follow
         self.data = mujoco.MjData(model)
         self._pixels = np.empty((height, width, 3), np.uint8)
+        # A new context's first frame differs from later frames of the same state in a few pixels:
+        # drawn once here, every frame is a function of its state alone.
+        self.render(model.qpos0)
 
     def render(self, qpos: np.ndarray, arrows: Sequence[Arrow] = (), spheres: Sequence[Sphere] = ()) -> np.ndarray:
         """(height, width, 3) uint8 RGB frame of the configuration ``qpos``, with ``arrows`` and
@@ -181,8 +185,36 @@ def _free(mjr: mujoco.MjrContext, ctx: object) -> None:
     ctx.free()
 
 
-def tile(frames: list[np.ndarray]) -> np.ndarray:
+class LaneFrames(Sequence):
+    """One frame per lane, as Gymnasium's ``VectorEnv.render`` returns them, each drawn by
+    ``draw(i)`` when it is read: a caller that reads lane 0 of thousands pays for one frame, and
+    one that reads them all (``np.asarray``) for every lane, as a vector of separate envs would.
+    Each read draws the lane again."""
+
+    def __init__(self, n: int, draw: Callable[[int], np.ndarray]) -> None:
+        self._n, self._draw = n, draw
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int | slice) -> np.ndarray | list[np.ndarray]:
+        if isinstance(i, slice):
+            return [self._draw(k) for k in range(*i.indices(self._n))]
+        try:
+            k = operator.index(i)
+        except TypeError:
+            raise TypeError(f"lanes are indexed by an int or a slice, got {i!r}") from None
+        if not -self._n <= k < self._n:
+            raise IndexError(f"lane {k} out of range for {self._n} lanes")
+        return self._draw(k % self._n)
+
+    def __repr__(self) -> str:
+        return f"LaneFrames({self._n} lanes)"
+
+
+def tile(frames: Sequence[np.ndarray]) -> np.ndarray:
     """Frames of equal size in a near-square grid (row-major, black padding)."""
+    frames = list(frames)  # each frame of a LaneFrames read once
     n = len(frames)
     cols = int(np.ceil(np.sqrt(n)))
     rows = -(-n // cols)
