@@ -27,7 +27,7 @@ from __future__ import annotations
 import dis
 import functools
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -66,7 +66,7 @@ def import_graph_loader() -> None:
 
 
 @contextmanager
-def lane_dimension_marked(tensors: Iterable[torch.Tensor]):
+def lane_dimension_marked(tensors: Iterable[torch.Tensor]) -> Iterator[None]:
     """``tensors``' leading dimension symbolic for the graphs traced inside."""
     tensors = list(tensors)
     for t in tensors:
