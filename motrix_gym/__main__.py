@@ -201,8 +201,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
     found = []
     for module, name in (("motrix_gym.sim.render", "RenderingUnavailable"),
                          ("motrix_gym.learn.checkpoint", "CheckpointError"),
-                         ("motrix_gym.sim.backend", "MissingExtra"),
-                         ("motrix_gym.video", "WriterMissing")):
+                         ("motrix_gym.sim.backend", "MissingExtra")):
         if module in sys.modules:
             found.append(getattr(sys.modules[module], name))
     return tuple(found)

@@ -9,18 +9,16 @@ import numpy as np
 VIDEO_SUFFIXES = (".gif", ".mp4")
 
 
-class WriterMissing(RuntimeError):
-    """The package that writes a video format is not installed."""
-
-
 def check_writer(suffix: str) -> None:
-    """Raise :class:`WriterMissing` where a ``suffix`` file needs a package that is not installed,
-    so that a rollout or a training run is refused before it starts, not lost at its end."""
+    """Raise ``sim.backend.MissingExtra`` where a ``suffix`` file needs a package that is not
+    installed, so that a rollout or a training run is refused before it starts, not lost at its end."""
     if suffix == ".mp4":
         try:
             import moviepy  # noqa: F401
         except ImportError:
-            raise WriterMissing('writing an .mp4 needs moviepy: pip install -e ".[video]"') from None
+            from motrix_gym.sim.backend import MissingExtra
+
+            raise MissingExtra('writing an .mp4 needs moviepy: pip install -e ".[video]"') from None
 
 
 def write_video(frames: list[np.ndarray], out: Path, fps: float) -> Path:

@@ -62,10 +62,10 @@ def test_an_mp4_without_moviepy_is_refused_before_anything_runs(tmp_path, cmd):
 def test_play_to_mp4_without_moviepy_is_refused_before_loading(tmp_path, monkeypatch):
     pytest.importorskip("rsl_rl")
     from motrix_gym.learn.play import play
-    from motrix_gym.video import WriterMissing
+    from motrix_gym.sim.backend import MissingExtra
 
     monkeypatch.setitem(sys.modules, "moviepy", None)  # import moviepy now raises ImportError
-    with pytest.raises(WriterMissing, match=r"pip install -e \"\.\[video\]\""):
+    with pytest.raises(MissingExtra, match=r"pip install -e \"\.\[video\]\""):
         play(ENV_ID, tmp_path / "none.pt", out=tmp_path / "walk.mp4")  # the checkpoint's absence comes second
     assert not (tmp_path / "walk.mp4").exists()
 

@@ -24,7 +24,8 @@ BACKENDS = ("mujoco", "warp")
 
 
 class MissingExtra(ImportError):
-    """A backend's optional packages are not installed; the message names the extra that installs them."""
+    """Optional packages (a backend's, a video format's) are not installed; the message names the
+    extra that installs them."""
 
 
 def usable_cores() -> int:
