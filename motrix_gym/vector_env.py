@@ -355,11 +355,11 @@ class MotrixVectorEnv(VectorEnv):
             return None
         from motrix_gym.sim.render import LaneFrames
 
-        qpos = np.array(self.sim.qpos.cpu())  # copies: the frames outlive the step that rewrites these
+        qpos = _host(self.sim.qpos)
         markers = self._markers()
-        arrows = [(np.array(m.start.cpu()), np.array(m.end.cpu()), m.rgba, m.width) for m in markers
+        arrows = [(_host(m.start), _host(m.end), m.rgba, m.width) for m in markers
                   if isinstance(m, Arrows)]
-        spheres = [(np.array(m.pos.cpu()), m.rgba, m.radius) for m in markers if isinstance(m, Spheres)]
+        spheres = [(_host(m.pos), m.rgba, m.radius) for m in markers if isinstance(m, Spheres)]
         return LaneFrames(self.num_envs, functools.partial(self._draw, qpos, arrows, spheres))
 
     def _draw(self, qpos: np.ndarray, arrows: list[tuple], spheres: list[tuple], i: int) -> np.ndarray:
@@ -598,6 +598,11 @@ def build_runtime(cfg: TaskConfig, num_envs: int, *, compile: bool, backend: str
     store = GraphStore.of(program, str(sim.device), *options) if compile else None
     return TorchManagerRuntime(program, sim, compile=compile, lane_offset=lane_offset, ranks=ranks,
                                store=store)
+
+
+def _host(t: torch.Tensor) -> np.ndarray:
+    """A numpy copy of ``t``: lazily drawn frames outlive the step that rewrites the tensor."""
+    return t.detach().cpu().numpy().copy()
 
 
 def _same(a: Any, b: Any) -> bool:
