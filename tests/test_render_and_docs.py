@@ -14,6 +14,7 @@ import torch
 
 from conftest import ENV_ID, make, needs_gl
 from motrix_gym.registry import REGISTERED, env_id
+from motrix_gym.sim.scene import SKY
 from motrix_gym.vector_env import MotrixVectorEnv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -177,8 +178,8 @@ def test_rendered_markers_are_drawn_in_their_colour_and_only_when_asked(task, op
 @needs_gl
 def test_a_close_camera_over_a_large_terrain_draws_everything_in_front_of_it(monkeypatch):
     """The Go1's camera is 1.2 m from its base and the terrain makes the model over 100 m wide:
-    the ground below the camera fills the bottom row of the frame (background there means the
-    near clip plane cut the view), and the robot is drawn whole: the frame equals one rendered
+    the ground below the camera fills the bottom row of the frame (the sky's colour there means
+    the near clip plane cut the view), and the robot is drawn whole: the frame equals one rendered
     with the near plane at a tenth of its distance."""
     from motrix_gym.sim import render
 
@@ -187,12 +188,27 @@ def test_a_close_camera_over_a_large_terrain_draws_everything_in_front_of_it(mon
     env.reset(seed=0)
     assert env.unwrapped.sim.model.stat.extent > 100.0
     (frame,) = env.render()
-    assert frame[-1].max(axis=-1).min() > 0, "background at the bottom of the frame"
+    sky = np.round(np.array(SKY) * 255)
+    assert (np.abs(frame[-1] - sky).max(axis=-1) > 2).all(), "background at the bottom of the frame"
     env.unwrapped._renderer.close()
     env.unwrapped._renderer = None
     monkeypatch.setattr(render, "NEAR", render.NEAR / 10)
     np.testing.assert_array_equal(env.render()[0], frame)
     env.close()
+
+
+@needs_gl
+@pytest.mark.parametrize("task", ["G1WalkFlat", "Go1BallBalance", "G1WalkStairs"])
+def test_the_ground_fades_into_the_sky_without_a_dark_band(task):
+    """Above the horizon the frame is the sky's colour, and the far ground fades into it: no row
+    of the frame is dark on average (beyond the ground's far edge, the background was black)."""
+    env = MotrixVectorEnv(task, 1, compile=False, mode="play", render_mode="rgb_array", width=160, height=120)
+    env.reset(seed=0)
+    frame = env.render()[0].astype(float)
+    env.close()
+    np.testing.assert_allclose(frame[0], np.broadcast_to(np.round(np.array(SKY) * 255), (160, 3)), atol=2)
+    rows = frame.mean(axis=(1, 2))
+    assert rows.min() > 20, np.round(rows).tolist()
 
 
 @needs_gl

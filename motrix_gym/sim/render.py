@@ -109,6 +109,7 @@ def gl_context(width: int, height: int) -> object:
 
 
 NEAR = 0.05  # the near clip plane's distance, as a fraction of the camera's
+FOG = (4.5, 18.0)  # m from the camera where fog starts and where it hides the ground entirely
 
 
 class LaneRenderer:
@@ -125,6 +126,8 @@ class LaneRenderer:
         # tiles makes 100 m or more: the near plane would then lie beyond a close camera and cut
         # the robot and the ground in front of it. Keep it a small fraction of the camera distance.
         model.vis.map.znear = min(model.vis.map.znear, NEAR * distance / model.stat.extent)
+        # MuJoCo measures fog in extents as well; in metres it looks the same on every terrain.
+        model.vis.map.fogstart, model.vis.map.fogend = (d / model.stat.extent for d in FOG)
         self.context = ctx = gl_context(width, height)
         self.mjr = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self.mjr)
@@ -134,6 +137,7 @@ class LaneRenderer:
         # gone, and freeing raised), and the process's exit frees the context anyway.
         self._finalizer.atexit = False
         self.scene = mujoco.MjvScene(model, maxgeom=10_000)
+        self.scene.flags[mujoco.mjtRndFlag.mjRND_FOG] = True
         self.option = mujoco.MjvOption()
         self.rect = mujoco.MjrRect(0, 0, width, height)
         self.camera = mujoco.MjvCamera()

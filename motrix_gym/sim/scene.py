@@ -50,6 +50,8 @@ def build_spec(scene: SceneConfig, sim_dt: float, visual: bool = False, sensors:
     # from above and a little aside, so that steps and slopes show in their shading
     spec.worldbody.add_light(pos=[0, 0, 3], dir=[0.4, 0.25, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
     add_ground(spec, scene.terrain, visual)
+    if visual:
+        add_sky(spec)
     for ball in scene.balls:
         add_ball(spec, ball)
 
@@ -132,6 +134,18 @@ def ground_colours(hm: HeightMap) -> np.ndarray:
     # + 1e-9: a sample on a whole metre, up to rounding, starts the square beyond it
     odd = (np.floor(y + 1e-9)[:, None] + np.floor(x + 1e-9)[None, :]) % 2 == 1
     return np.round(np.where(odd[..., None], 0.88 * rgb, rgb) * 255).astype(np.uint8)
+
+
+SKY = [0.22, 0.3, 0.38]
+
+
+def add_sky(spec: mujoco.MjSpec) -> None:
+    """A sky of one colour, which is also the fog's: without it the space beyond the ground's far
+    edge is drawn black, and with the renderer's fog the ground fades into it, so that the
+    horizon has no edge."""
+    spec.add_texture(name="sky", type=mujoco.mjtTexture.mjTEXTURE_SKYBOX, builtin=mujoco.mjtBuiltin.mjBUILTIN_FLAT,
+                     rgb1=SKY, rgb2=SKY, width=8, height=8)
+    spec.visual.rgba.fog = [*SKY, 1.0]
 
 
 def add_ground(spec: mujoco.MjSpec, terrain: TerrainConfig, visual: bool = False) -> None:
