@@ -16,10 +16,13 @@ from motrix_gym.arguments import (
     amount,
     count,
     device_name,
+    import_tasks,
     out_path,
     task_id,
     velocity_command,
 )
+from motrix_gym.envs import task_name
+from motrix_gym.registry import BUILTIN
 from motrix_gym.sim.backend import BACKENDS
 from motrix_gym.video import VIDEO_SUFFIXES
 
@@ -27,17 +30,18 @@ from motrix_gym.video import VIDEO_SUFFIXES
 def cmd_list(args: argparse.Namespace) -> None:
     """Registered ids with robot, family and observation/action sizes (from a one-lane env)."""
     from motrix_gym.envs import TASKS, task_config
-    from motrix_gym.registry import REGISTERED, env_id
+    from motrix_gym.registry import env_id
     from motrix_gym.vector_env import MotrixVectorEnv
 
     print(f"{'id':<24} {'robot':<18} {'obs policy/critic':>17} {'actions':>7}  family")
-    for name in REGISTERED:
-        entry = TASKS[name]
-        groups = tuple(task_config(name).observations)
+    for name, entry in list(TASKS.items()):
+        cfg = task_config(name)
+        groups = tuple(cfg.observations)
         env = MotrixVectorEnv(name, 1, compile=False, obs_groups=groups, progress=False)
         space = env.single_observation_space
         dims = "/".join(str(space[g].shape[0] if len(groups) > 1 else space.shape[0]) for g in groups)
-        print(f"{env_id(name):<24} {entry.robot:<18} {dims:>17} {env.single_action_space.shape[0]:>7}  {entry.family}")
+        robot = entry.robot or cfg.scene.robot.name
+        print(f"{env_id(name):<24} {robot:<18} {dims:>17} {env.single_action_space.shape[0]:>7}  {entry.family}")
         env.close()
 
 
@@ -210,7 +214,10 @@ def _user_errors() -> tuple[type[Exception], ...]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m motrix_gym")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list", help="registered task ids").set_defaults(func=cmd_list)
+    ls = sub.add_parser("list", help="registered task ids")
+    ls.add_argument("modules", nargs="*", type=import_tasks, metavar="MODULE",
+                    help="first import these modules, which register tasks of their own")
+    ls.set_defaults(func=cmd_list)
     run = sub.add_parser("run", help="step a task with random actions")
     run.add_argument("env_id", type=task_id, help=TASK_HELP)
     run.add_argument("--num-envs", type=count(1), default=64)
@@ -291,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cmd == "bench" and (args.env_id is None) == (not args.all):
         bench.error("give a task id or --all, not both" if args.all else "give a task id or --all")
+    if args.cmd == "bench" and args.startup and args.env_id is not None and task_name(args.env_id) not in BUILTIN:
+        bench.error(f"argument --startup: times fresh processes, which know the built-in tasks only, "
+                    f"not {args.env_id}")
     if args.cmd == "train" and args.distributed:
         if "RANK" not in os.environ:
             tr.error("argument --distributed: start the ranks with torchrun, which sets RANK, WORLD_SIZE and "
@@ -304,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         if twice:
             tr.error(f"argument --ppo: {twice} given twice (--num-envs sets num_envs)")
     if args.cmd == "play" and args.command is not None:
-        from motrix_gym.envs import task_config, task_name
+        from motrix_gym.envs import task_config
 
         try:
             task_config(task_name(args.env_id), mode="play", command=args.command)

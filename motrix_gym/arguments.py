@@ -105,15 +105,33 @@ def out_path(suffixes: tuple[str, ...]) -> Callable[[str], str]:
     return parse
 
 
-TASK_HELP = "a task id (Motrix/G1WalkFlat-v0) or its name (G1WalkFlat); `list` prints them"
+TASK_HELP = ("a task id (Motrix/G1WalkFlat-v0) or its name (G1WalkFlat), after the module that registers it "
+             "if it is your own (mytasks:MyTask); `list` prints them")
 MARKERS_HELP = "draw what the commands ask: velocity arrows, a motion's reference bodies"
 
 
-def task_id(text: str) -> str:
-    """A registered task, by its id (``Motrix/G1WalkFlat-v0``) or its name (``G1WalkFlat``): the id."""
-    from motrix_gym.registry import REGISTERED, check_id, env_id
+def import_tasks(module: str) -> None:
+    """Import ``module``, which registers tasks of its own (``registry.register_task``); any
+    error is an ArgumentTypeError that names the module."""
+    import importlib
 
-    if text in REGISTERED:
+    try:
+        importlib.import_module(module)
+    except Exception as e:
+        raise argparse.ArgumentTypeError(f"importing {module!r} failed: {type(e).__name__}: {e}") from None
+
+
+def task_id(text: str) -> str:
+    """A registered task, by its id (``Motrix/G1WalkFlat-v0``) or its name (``G1WalkFlat``),
+    optionally after the module that registers it (``mytasks:MyTask``, as Gymnasium's ``make``
+    takes ``module:id``): the id."""
+    from motrix_gym.envs import TASKS
+    from motrix_gym.registry import check_id, env_id
+
+    module, _, text = text.rpartition(":")
+    if module:
+        import_tasks(module)
+    if text in TASKS:
         return env_id(text)
     try:
         return check_id(text)

@@ -242,9 +242,9 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 
 def main(args: argparse.Namespace) -> None:
-    from motrix_gym.registry import REGISTERED, env_id
+    from motrix_gym.registry import BUILTIN, env_id
 
-    ids = [env_id(t) for t in REGISTERED] if args.all else [args.env_id]
+    ids = [env_id(t) for t in BUILTIN] if args.all else [args.env_id]
     rows = []
     for i in ids:
         for n in args.num_envs:

@@ -18,7 +18,7 @@ from motrix_gym.envs.wbt.tracking import MOTIONS
 from motrix_gym.manager.config import SceneConfig
 from motrix_gym.motion import MotionClip
 from motrix_gym.motion.kinematics import hinge_joints
-from motrix_gym.registry import REGISTERED, env_id
+from motrix_gym.registry import BUILTIN, env_id
 from motrix_gym.sim.render import LaneRenderer
 from motrix_gym.sim.scene import build_model
 
@@ -43,7 +43,7 @@ def task_frames(size: tuple[int, int] = (240, 180)) -> None:
     """Tracking tasks: their reference at a telling moment; the others: the robot in play mode
     after 5 steps of zero actions."""
     (DOCS / "tasks").mkdir(parents=True, exist_ok=True)
-    for task in REGISTERED:
+    for task in BUILTIN:
         out = DOCS / "tasks" / f"{env_id(task).replace('/', '_')}.png"
         if task in MOMENTS:
             name, t = MOMENTS[task]

@@ -12,7 +12,7 @@ import argparse
 import json
 
 from motrix_gym import bench
-from motrix_gym.registry import REGISTERED, env_id
+from motrix_gym.registry import BUILTIN, env_id
 
 
 def main() -> None:
@@ -22,7 +22,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json", default="docs/performance.json")
     p.add_argument("--plot", default="docs/performance.png")
-    p.add_argument("--tasks", nargs="+", default=list(REGISTERED),
+    p.add_argument("--tasks", nargs="+", default=list(BUILTIN),
                    help="measure only these tasks; their rows replace those already in --json")
     p.add_argument("--extras", action=argparse.BooleanOptionalAction, default=True,
                    help="also the 1-thread and current_kinematics=False rows")
@@ -39,13 +39,13 @@ def main() -> None:
         for task in ("G1WbtDance", "G1WalkFlat"):  # without the forward pass after stepping
             rows.append(bench.bench_task(env_id(task), max(args.lanes), args.steps, args.repeats, True, None, False))
             bench.print_table(rows[-1:])
-    if set(args.tasks) != set(REGISTERED):  # keep the other tasks' rows from the last full run
+    if set(args.tasks) != set(BUILTIN):  # keep the other tasks' rows from the last full run
         with open(args.json) as f:
             kept = [r for r in json.load(f) if r["env_id"] not in {env_id(t) for t in args.tasks}
                     or not (r["nthread"] > 1 and r["current_kinematics"])]
         rows = [*rows, *kept] if not args.extras else [*rows, *[r for r in kept if r["nthread"] > 1
                                                                and r["current_kinematics"]]]
-    order = {env_id(t): i for i, t in enumerate(REGISTERED)}
+    order = {env_id(t): i for i, t in enumerate(BUILTIN)}
     rows.sort(key=lambda r: (not (r["nthread"] > 1 and r["current_kinematics"]), order[r["env_id"]],
                              r["num_envs"]))
     with open(args.json, "w") as f:
@@ -58,7 +58,7 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    for task in REGISTERED:
+    for task in BUILTIN:
         pts = [(r["num_envs"], r["env_steps_per_s"], r["raw_steps_per_s"]) for r in rows
                if r["env_id"] == env_id(task) and r["nthread"] > 1 and r["current_kinematics"]]
         xs, env_s, _ = zip(*pts)

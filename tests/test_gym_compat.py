@@ -9,7 +9,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import vector as vw
 
 from conftest import ENV_ID, random_actions
-from motrix_gym.registry import REGISTERED, env_id
+from motrix_gym.registry import BUILTIN, env_id
 
 
 def vec(mode=AutoresetMode.SAME_STEP, n=4):
@@ -81,7 +81,7 @@ def test_call_get_attr_and_set_attr_as_sync_vector_env_gives_them():
     env.close()
 
 
-@pytest.mark.parametrize("task", REGISTERED)
+@pytest.mark.parametrize("task", BUILTIN)
 def test_check_env_on_every_task(task):
     env = gym.make(env_id(task))
     check_env(env.unwrapped, skip_render_check=True)

@@ -21,7 +21,7 @@ from motrix_gym.learn import checkpoint
 from motrix_gym.learn.evaluate import evaluate
 from motrix_gym.learn.play import load_policy, play
 from motrix_gym.learn.train import train
-from motrix_gym.registry import REGISTERED, env_id
+from motrix_gym.registry import BUILTIN, env_id
 
 
 def tiny(task: str):
@@ -33,7 +33,7 @@ def _not_json(constant: str):
     raise ValueError(f"{constant} is not JSON")
 
 
-@pytest.mark.parametrize("task", REGISTERED)
+@pytest.mark.parametrize("task", BUILTIN)
 def test_train_two_iterations_and_play(task, tmp_path):
     res = train(env_id(task), iterations=2, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
                 config=tiny(task))

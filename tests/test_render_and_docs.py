@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import ENV_ID, make, needs_gl
-from motrix_gym.registry import REGISTERED, env_id
+from motrix_gym.registry import BUILTIN, env_id
 from motrix_gym.sim.scene import SKY
 from motrix_gym.vector_env import MotrixVectorEnv
 
@@ -296,7 +296,7 @@ def test_readme_quickstart_runs():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
-@pytest.mark.parametrize("task", REGISTERED)
+@pytest.mark.parametrize("task", BUILTIN)
 def test_example_runs_on_every_task(task, tmp_path):
     plot = tmp_path / "curve.png"
     for output in ("numpy", "torch"):

@@ -11,7 +11,7 @@ from mujoco import batch as mjbatch
 
 from conftest import random_actions
 from motrix_gym.manager.resolver import TaskConfigError
-from motrix_gym.registry import REGISTERED
+from motrix_gym.registry import BUILTIN
 from motrix_gym.sim.scene import build_model
 from motrix_gym.vector_env import MotrixVectorEnv
 
@@ -27,7 +27,7 @@ def randomized_with_com():
     return dataclasses.replace(cfg, extra_reads=("cvel", "subtree_com"))
 
 
-@pytest.mark.parametrize("task", [*REGISTERED, "randomized_with_com"])
+@pytest.mark.parametrize("task", [*BUILTIN, "randomized_with_com"])
 def test_sensing_equals_physics_forward(task):
     """Every lane, after steps with falls (contacts of the sensed bodies with the ground), resets
     and pushes: the fields the task reads, and the sensors its terms read, equal those of an

@@ -3,8 +3,9 @@ checkpoint of the same robot (a policy trained on rough ground starting on stair
 
 Each model reads one observation group (``PpoConfig.to_rsl_rl``'s ``obs_groups``); its first
 layer's input columns are the group's terms in order (``TorchManagerRuntime.observation_columns``).
-``check_init_from`` needs only the task configs and the checkpoint, so that ``train`` refuses bad
-input before it writes anything.
+``check_init_from`` needs only the new task's config and the checkpoint, which records what it
+needs of its own task (``task_facts``), so that ``train`` refuses bad input before it writes
+anything.
 """
 
 from __future__ import annotations
@@ -27,10 +28,29 @@ def _groups(cfg: PpoConfig) -> dict[str, str]:
     return {model: group for model, (group,) in cfg.to_rsl_rl()["obs_groups"].items()}
 
 
-def _terms(env_id: str, group: str) -> list[str]:
-    from motrix_gym.envs import task_config, task_name
+def task_facts(env_id: str) -> dict[str, Any]:
+    """What a checkpoint records of its task, for a later start from it without the task at hand
+    (one of your own, registered by a module not imported): its robot model's name, the robot as
+    the task table describes it, and each observation group's terms in order (plain data)."""
+    from motrix_gym.envs import TASKS, task_config, task_name
 
-    return [t.name for t in task_config(task_name(env_id)).observations[group]]
+    name = task_name(env_id)
+    cfg = task_config(name)
+    return {"robot": cfg.scene.robot.name, "robot_label": TASKS[name].robot or cfg.scene.robot.name,
+            "observations": {g: [t.name for t in terms] for g, terms in cfg.observations.items()}}
+
+
+def _facts(ckpt: dict[str, Any]) -> dict[str, Any]:
+    """The task facts ``ckpt`` records; for a checkpoint without them (an earlier format), those of
+    its task as registered now."""
+    infos = ckpt["infos"]
+    if "task" in infos:
+        return infos["task"]
+    try:
+        return task_facts(infos["env_id"])
+    except ValueError as e:
+        raise CheckpointError(f"start from a checkpoint of {infos['env_id']}, which it does not describe: "
+                              f"{e}") from None
 
 
 def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path) -> dict[str, Any]:
@@ -38,21 +58,19 @@ def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path) -> dict[str, 
     model settings (``MODEL_FIELDS``), and each model's observation terms a subset of the new
     task's (a term the checkpoint did not observe starts blind). Otherwise a CheckpointError
     saying what differs."""
-    from motrix_gym.envs import TASKS, task_name
-
     ckpt = checkpoint.load(path)
     source = ckpt["infos"]["env_id"]
-    robots = TASKS[task_name(source)].robot, TASKS[task_name(env_id)].robot
-    if robots[0] != robots[1]:
-        raise CheckpointError(f"start from {str(path)!r}: it was trained on {source} ({robots[0]}), "
-                              f"{env_id} has a {robots[1]}")
+    was, now = _facts(ckpt), task_facts(env_id)
+    if was["robot"] != now["robot"]:
+        raise CheckpointError(f"start from {str(path)!r}: it was trained on {source} ({was['robot_label']}), "
+                              f"{env_id} has a {now['robot_label']}")
     old = PpoConfig.from_dict(ckpt["infos"]["ppo"])
     for field in MODEL_FIELDS:
         if getattr(old, field) != getattr(cfg, field):
             raise CheckpointError(f"start from {str(path)!r}: its {field} is {getattr(old, field)!r}, "
                                   f"{env_id} trains with {getattr(cfg, field)!r}")
     for model, group in _groups(cfg).items():
-        extra = sorted(set(_terms(source, group)) - set(_terms(env_id, group)))
+        extra = sorted(set(was["observations"][group]) - set(now["observations"][group]))
         if extra:
             raise CheckpointError(f"start from {str(path)!r}: its {model} observed {extra}, which {env_id}'s "
                                   f"{group!r} observations lack")
@@ -71,7 +89,7 @@ def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any]) -> None:
     for model, group in _groups(cfg).items():
         columns = rt.observation_columns(group)
         old, start = {}, 0
-        for name in _terms(source, group):
+        for name in _facts(ckpt)["observations"][group]:
             width = columns[name].stop - columns[name].start
             old[name], start = slice(start, start + width), start + width
         saved = ckpt[f"{model}_state_dict"]
