@@ -23,7 +23,7 @@ from motrix_gym.arguments import (
 )
 from motrix_gym.envs import task_name
 from motrix_gym.registry import BUILTIN
-from motrix_gym.sim.backend import BACKENDS
+from motrix_gym.sim.backend import BACKENDS, MissingExtra
 from motrix_gym.video import VIDEO_SUFFIXES
 
 
@@ -118,11 +118,16 @@ def _ppo_setting(text: str) -> tuple[str, object]:
 
 
 def _require_train_extra() -> None:
-    import importlib.util
+    import importlib
 
-    missing = [m for m in ("rsl_rl", "matplotlib") if importlib.util.find_spec(m) is None]
+    missing = []
+    for module in ("rsl_rl", "matplotlib"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(module)
     if missing:
-        sys.exit(f"error: train and play need {missing}: pip install -e \".[train]\"")
+        raise MissingExtra(f"train and play need {missing}: pip install -e \".[train]\"")
 
 
 def cmd_train(args: argparse.Namespace) -> int:

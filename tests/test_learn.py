@@ -3,6 +3,7 @@ ONNX export, starting from another task's checkpoint, and the refusal of checkpo
 code."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -271,6 +272,18 @@ def test_evaluate_compares_with_random_and_zero_actions():
         assert e["unfinished_lanes"] == 0 and e["mean_episode_length"] > 0
         assert np.isclose(sum(e["reward_terms"].values()) * e["mean_episode_length"], e["mean_return"], rtol=1e-3)
     assert out["random"]["mean_return"] < out["zero"]["mean_return"]
+
+
+@pytest.mark.parametrize("cmd", ["train", "play"])
+def test_without_the_train_extra_train_and_play_name_it(tmp_path, cmd):
+    shadow = tmp_path / "no_rsl_rl" / "rsl_rl"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('no rsl_rl (simulated)')\n")
+    r = subprocess.run([sys.executable, "-m", "motrix_gym", cmd, "G1WalkFlat", "--log-dir", str(tmp_path / "logs")],
+                       env={**os.environ, "PYTHONPATH": str(shadow.parent)}, capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "train and play need ['rsl_rl']: pip install -e \".[train]\"" in r.stderr
+    assert not (tmp_path / "logs").exists()
 
 
 def test_cli_train_then_play_writes_a_gif(tmp_path):
