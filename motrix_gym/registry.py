@@ -50,8 +50,9 @@ def _is_ref(value: object) -> bool:
 def register_task(name: str, builder: Callable[..., Any] | str, *, ppo: Any, robot: str = "",
                   family: str = "") -> str:
     """Register a task of your own as ``Motrix/<name>-v0``; returns the id. ``gym.make_vec`` and
-    ``gym.make``, the adapters, ``train``, ``play`` and ``bench`` then take it as they take the
-    built-in tasks (on the command line, name the module that registers it before the task, as
+    ``gym.make``, the adapters, ``train``, ``play`` and ``bench`` (not ``--startup``, whose fresh
+    processes know the built-in tasks only) then take it as they take the built-in tasks (on the
+    command line, name the module that registers it before the task, as
     Gymnasium's ``make`` takes ``module:id``: ``python -m motrix_gym train mytasks:MyTask``).
 
     ``builder(**options)`` returns the task's ``TaskConfig`` (a callable, or ``"module:function"``

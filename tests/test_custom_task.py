@@ -114,7 +114,7 @@ def test_register_task_refuses_what_it_cannot_serve_and_registers_nothing(args, 
     assert tuple(TASKS) == BUILTIN
 
 
-def test_a_builder_with_keyword_arguments_gets_the_options_it_passes_on(monkeypatch):
+def test_a_builder_with_keyword_arguments_gets_the_options_it_passes_on_and_a_name_registered_again_is_replaced():
     from motrix_gym.envs.walk.rl_cfg import WALK
     from motrix_gym.envs.walk.velocity import g1_flat
 
@@ -124,6 +124,10 @@ def test_a_builder_with_keyword_arguments_gets_the_options_it_passes_on(monkeypa
         env.close()
         with pytest.raises(TypeError, match="unexpected keyword argument 'sampling'"):
             gym.make_vec(env_id("G1Forwarded"), num_envs=1, compile=False, progress=False, sampling="uniform")
+        register_task("G1Forwarded", "motrix_gym.envs.walk.velocity:t1_flat", ppo=WALK)  # a notebook cell run again
+        env = gym.make_vec(env_id("G1Forwarded"), num_envs=1, compile=False, progress=False)
+        assert env.single_action_space.shape == (29,) and env.unwrapped.task.scene.robot.name == "t1"
+        env.close()
     finally:
         TASKS.pop("G1Forwarded")
         gym.registry.pop(env_id("G1Forwarded"))
