@@ -88,4 +88,9 @@ def task_config(name: str, **options: Any) -> Any:
         takes = sorted(params) or "none"
         raise TypeError(f"Motrix/{name}-v0 got an unexpected keyword argument {unknown[0]!r} "
                         f"(its task options: {takes}; unknown: {unknown})")
-    return builder(**options)
+    from motrix_gym.manager.config import TaskConfig
+
+    cfg = builder(**options)
+    if not isinstance(cfg, TaskConfig):
+        raise TypeError(f"the builder of Motrix/{name}-v0 returned a {type(cfg).__name__}, not a TaskConfig")
+    return cfg

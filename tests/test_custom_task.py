@@ -124,6 +124,9 @@ def test_a_builder_with_keyword_arguments_gets_the_options_it_passes_on_and_a_na
         env.close()
         with pytest.raises(TypeError, match="unexpected keyword argument 'sampling'"):
             gym.make_vec(env_id("G1Forwarded"), num_envs=1, compile=False, progress=False, sampling="uniform")
+        register_task("G1Forwarded", lambda: {"name": "G1Forwarded"}, ppo=WALK)
+        with pytest.raises(TypeError, match="the builder of Motrix/G1Forwarded-v0 returned a dict, not a TaskConfig"):
+            gym.make_vec(env_id("G1Forwarded"), num_envs=1, compile=False, progress=False)
         register_task("G1Forwarded", "motrix_gym.envs.walk.velocity:t1_flat", ppo=WALK)  # a notebook cell run again
         env = gym.make_vec(env_id("G1Forwarded"), num_envs=1, compile=False, progress=False)
         assert env.single_action_space.shape == (29,) and env.unwrapped.task.scene.robot.name == "t1"
