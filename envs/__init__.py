@@ -67,6 +67,12 @@ def task_name(env_id: str) -> str:
     return name
 
 
+def robot_label(name: str, cfg: Any) -> str:
+    """Task ``name``'s robot as the table describes it, else (a task registered without a
+    description) the name of its TaskConfig ``cfg``'s robot model."""
+    return TASKS[name].robot or cfg.scene.robot.name
+
+
 def ppo_config(name: str) -> Any:
     """The PpoConfig that ``train`` uses for task ``name`` by default."""
     return _load(TASKS[task_name(name)].ppo)

@@ -29,7 +29,7 @@ from motrix_gym.video import VIDEO_SUFFIXES
 
 def cmd_list(args: argparse.Namespace) -> None:
     """Registered ids with robot, family and observation/action sizes (from a one-lane env)."""
-    from motrix_gym.envs import TASKS, task_config
+    from motrix_gym.envs import TASKS, robot_label, task_config
     from motrix_gym.registry import env_id
     from motrix_gym.vector_env import MotrixVectorEnv
 
@@ -37,11 +37,11 @@ def cmd_list(args: argparse.Namespace) -> None:
     for name, entry in list(TASKS.items()):
         cfg = task_config(name)
         groups = tuple(cfg.observations)
-        env = MotrixVectorEnv(name, 1, compile=False, obs_groups=groups, progress=False)
+        env = MotrixVectorEnv(cfg, 1, compile=False, obs_groups=groups, progress=False)
         space = env.single_observation_space
         dims = "/".join(str(space[g].shape[0] if len(groups) > 1 else space.shape[0]) for g in groups)
-        robot = entry.robot or cfg.scene.robot.name
-        print(f"{env_id(name):<24} {robot:<18} {dims:>17} {env.single_action_space.shape[0]:>7}  {entry.family}")
+        print(f"{env_id(name):<24} {robot_label(name, cfg):<18} {dims:>17} {env.single_action_space.shape[0]:>7}  "
+              f"{entry.family}")
         env.close()
 
 

@@ -32,11 +32,11 @@ def task_facts(env_id: str) -> dict[str, Any]:
     """What a checkpoint records of its task, for a later start from it without the task at hand
     (one of your own, registered by a module not imported): its robot model's name, the robot as
     the task table describes it, and each observation group's terms in order (plain data)."""
-    from motrix_gym.envs import TASKS, task_config, task_name
+    from motrix_gym.envs import robot_label, task_config, task_name
 
     name = task_name(env_id)
     cfg = task_config(name)
-    return {"robot": cfg.scene.robot.name, "robot_label": TASKS[name].robot or cfg.scene.robot.name,
+    return {"robot": cfg.scene.robot.name, "robot_label": robot_label(name, cfg),
             "observations": {g: [t.name for t in terms] for g, terms in cfg.observations.items()}}
 
 
@@ -85,11 +85,11 @@ def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any]) -> None:
     counts restart, so that their statistics follow the new task's observations from the first
     iteration. The optimizer and iteration count start afresh."""
     rt = env.env.runtime
-    source = ckpt["infos"]["env_id"]
+    source, observed = ckpt["infos"]["env_id"], _facts(ckpt)["observations"]
     for model, group in _groups(cfg).items():
         columns = rt.observation_columns(group)
         old, start = {}, 0
-        for name in _facts(ckpt)["observations"][group]:
+        for name in observed[group]:
             width = columns[name].stop - columns[name].start
             old[name], start = slice(start, start + width), start + width
         saved = ckpt[f"{model}_state_dict"]
