@@ -99,7 +99,7 @@ class MotrixVectorEnv(VectorEnv):
                  render_markers: bool = True, progress: bool = True,
                  current_kinematics: bool = True, distributed: bool = False, backend: str | None = None,
                  compile_processes: int | None = None, **task_options: Any) -> None:
-        self._closed = True  # until fully built, so close()/__del__ on a failed init are safe
+        self.closed = True  # Gymnasium's flag; True until fully built, so close()/__del__ on a failed init are safe
         if not is_int(num_envs) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
         if output not in OUTPUTS:
@@ -226,7 +226,7 @@ class MotrixVectorEnv(VectorEnv):
         self._ended: tuple[np.ndarray, np.ndarray] | None = None  # per-term means and counts, last ends
         self._totals: np.ndarray | None = None  # the commands' log totals, summed over the ranks
         self._renderer = None
-        self._closed = False
+        self.closed = False
 
     # ------------------------------------------------------------------------------------ api
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
@@ -412,9 +412,9 @@ class MotrixVectorEnv(VectorEnv):
             return [m for c in ctx.commands.values() if hasattr(c, "markers") for m in c.markers(ctx)]
 
     def close(self, **kwargs: Any) -> None:
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
+        self.closed = True
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
@@ -436,7 +436,7 @@ class MotrixVectorEnv(VectorEnv):
 
     # ------------------------------------------------------------------------------------ parts
     def _check_open(self) -> None:
-        if self._closed:
+        if self.closed:
             raise RuntimeError("this MotrixVectorEnv is closed")
 
     def _flip(self) -> dict[str, Tensor]:

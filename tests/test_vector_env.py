@@ -122,9 +122,14 @@ def test_copy_semantics():
 
 
 def test_close_idempotent_and_calls_after_close_raise():
+    from gymnasium.wrappers.vector import RecordEpisodeStatistics
+
     env = make(2)
     env.reset(seed=0)
+    assert not env.closed
+    wrapped = RecordEpisodeStatistics(env)
     env.close()
+    assert env.closed and wrapped.closed  # Gymnasium's flag, as wrappers read it
     env.close()
     with pytest.raises(RuntimeError, match="closed"):
         env.step(np.zeros((2, 29)))
