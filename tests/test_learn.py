@@ -197,7 +197,10 @@ def test_start_from_another_task_keeps_its_models_and_starts_blind_to_new_terms(
     assert not (tmp_path / "bad").exists()
 
 
-def test_onnx_export_reproduces_the_policy(tmp_path):
+def test_onnx_export_reproduces_the_policy_and_says_how_to_drive_the_joints(tmp_path):
+    import importlib
+
+    import onnx
     from onnx.reference import ReferenceEvaluator
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
@@ -209,15 +212,46 @@ def test_onnx_export_reproduces_the_policy(tmp_path):
     alone.parent.mkdir()
     alone.write_bytes(out.onnx.read_bytes())
     assert sorted(p.name for p in out.onnx.parent.glob("policy.onnx*")) == ["policy.onnx"]
-    env = make_rsl_rl(env_id("G1WalkFlat"), num_envs=4, compile=False, progress=False)
+    meta = {p.key: p.value for p in onnx.load(alone).metadata_props}
+    assert (meta["task"], meta["checkpoint"], meta["robot"]) == (env_id("G1WalkFlat"), res.checkpoint.name, "g1")
+
+    # play mode: no action delay or randomised gains, so that a step's targets and gains are the metadata's
+    env = make_rsl_rl(env_id("G1WalkFlat"), num_envs=4, compile=False, progress=False, mode="play")
+    base = env.env
+    model = base.sim.model
+    names = meta["joint_names"].split(",")
+    actuators = [model.actuator(n).id for n in names]  # the scene names each actuator after its joint
+    assert [model.joint(int(model.actuator_trnid[a, 0])).name for a in actuators] == names
+    assert len(names) == base.single_action_space.shape[0] == 29
+
+    def floats(key: str) -> np.ndarray:
+        return np.array([float(v) for v in meta[key].split(",")])
+
+    np.testing.assert_allclose(floats("joint_stiffness"), model.actuator_gainprm[actuators, 0], rtol=1e-6)
+    np.testing.assert_allclose(floats("joint_damping"), -model.actuator_biasprm[actuators, 2], rtol=1e-6)
+    np.testing.assert_allclose(floats("joint_effort_limit"), model.actuator_forcerange[actuators, 1], rtol=1e-6)
+    assert float(meta["control_dt"]) == pytest.approx(0.02)
+    terms = meta["observation_names"].split(",")
+    dims = [int(d) for d in meta["observation_dims"].split(",")]
+    assert terms[0] == "base_ang_vel" and "joint_pos" in terms and len(terms) == len(dims)
+    assert sum(dims) == base.single_observation_space["policy"].shape[0]
+    assert len(meta["observation_scales"].split(",")) == len(meta["observation_clips"].split(",")) == len(terms)
+    for ref in meta["observation_functions"].split(","):
+        module, name = ref.rsplit(".", 1)
+        assert callable(getattr(importlib.import_module(module), name))
+
     policy, _ = load_policy(res.checkpoint, env)
     obs = env.get_observations()
     for _ in range(5):
+        got = ReferenceEvaluator(str(alone)).run(None, {"obs": obs["policy"].numpy()})[0]
         with torch.inference_mode():
             want = policy(obs)
-            obs = env.step(want)[0]
-        got = ReferenceEvaluator(str(alone)).run(None, {"obs": obs["policy"].numpy()})[0]
-        assert np.allclose(got, policy(obs).detach().numpy(), atol=1e-5)
+        assert np.allclose(got, want.numpy(), atol=1e-5)
+        obs = env.step(want)[0]
+        # the targets the env gave its servos, from the exported policy's outputs and the metadata
+        clip = float(meta["action_clip"])
+        target = floats("default_joint_pos") + floats("action_scale") * np.clip(got, -clip, clip)
+        np.testing.assert_allclose(np.asarray(base.sim.arrays["ctrl"])[:, actuators], target, atol=1e-5)
     env.close()
 
 

@@ -15,6 +15,7 @@ from motrix_gym.arguments import check_out_path, is_int
 from motrix_gym.learn import checkpoint
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import PpoConfig
+from motrix_gym.learn.export import deployment_metadata, export_onnx
 from motrix_gym.registry import check_id
 from motrix_gym.sim.render import tile
 from motrix_gym.video import VIDEO_SUFFIXES, check_writer, write_video
@@ -42,16 +43,6 @@ def load_policy(path: str | Path, env: Any) -> tuple[Callable, Any]:
     return alg.get_policy(), alg
 
 
-def export_onnx(alg: Any, target: Path) -> Path:
-    """The algorithm's policy (observation normaliser included) as one self-contained ONNX file:
-    rsl_rl's own export leaves the weights in a ``.data`` file beside it, which a copy of the
-    ``.onnx`` alone would lose."""
-    model = alg.get_policy().as_onnx(verbose=False).to("cpu").eval()
-    torch.onnx.export(model, model.get_dummy_inputs(), target, opset_version=18, input_names=model.input_names,
-                      output_names=model.output_names, external_data=False)
-    return target
-
-
 def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None, lanes: int = 1,
          steps: int | None = None, every: int = 2, export: str | None = None, seed: int = 0,
          width: int = 480, height: int = 360, progress: bool = True,
@@ -59,8 +50,9 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     """Run the policy of ``checkpoint_path`` (a run's folder: its last checkpoint) for ``steps`` env
     steps (default: one episode, at most 10 s) on ``lanes`` lanes; write every ``every``-th frame
     to ``out`` (.gif or .mp4, lanes tiled); ``export="onnx"`` writes ``policy.onnx`` beside the
-    checkpoint. ``command=(vx, vy, yaw_rate)`` gives every lane of a velocity-tracking task that
-    command; ``markers`` draws what the commands ask in the video (``render_markers``)."""
+    checkpoint, with the metadata a robot's controller needs (``learn/export.py``).
+    ``command=(vx, vy, yaw_rate)`` gives every lane of a velocity-tracking task that command;
+    ``markers`` draws what the commands ask in the video (``render_markers``)."""
     from tqdm import tqdm
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
@@ -113,7 +105,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         video = None if out is None else write_video(frames, out, fps=1.0 / (base.task.step_dt * every))
         onnx = None
         if export == "onnx":
-            onnx = export_onnx(alg, Path(checkpoint_path).with_name("policy.onnx"))
+            onnx = export_onnx(alg, Path(checkpoint_path).with_name("policy.onnx"),
+                               deployment_metadata(base, env_id, Path(checkpoint_path)))
     finally:  # frees the renderer's GL context while its display is still up
         env.close()
     return PlayResult(steps, {n: float(r) / (steps * lanes) for n, r in zip(rt.reward_names, rewards)},

@@ -1,0 +1,74 @@
+"""A trained policy as one ONNX file for a robot's controller: the network, observation
+normaliser included, and as metadata what the controller needs around it: which joints the
+outputs drive and how they become position targets, the servos' gains, the control period, and
+the observation terms the input is made of, in order.
+
+Each metadata value is a string; lists are comma-separated, in the order of the network's outputs
+(joints) or of its input (observation terms). A joint's target is
+``default_joint_pos + action_scale * clip(output, -action_clip, action_clip)``, not clipped to
+the joint's range (the joint's limit stops it), and a servo drives it with
+``joint_stiffness * (target - q) - joint_damping * qdot``, at most ``joint_effort_limit``. An
+observation term is ``clip(f(state) * scale, lo, hi)``, ``f`` being the function named in
+``observation_functions`` (its docstring says what it measures and in which frame)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT = "1"  # the version of the metadata keys below
+
+
+def _floats(values: Any) -> str:
+    return ",".join(repr(float(v)) for v in values)
+
+
+def deployment_metadata(env: Any, env_id: str, checkpoint: Path) -> dict[str, str]:
+    """The metadata of a policy for ``env`` (a ``MotrixVectorEnv``) trained as ``checkpoint``."""
+    rt, task = env.runtime, env.task
+    act = rt.program.action
+    joints = act.joints.names
+    robot = task.scene.robot
+    servos = [robot.actuator_of(j) for j in joints]  # every action joint has one (the resolver checks)
+    terms = rt.program.observations["policy"]
+    return {
+        "motrix_gym.format": FORMAT,
+        "task": env_id,
+        "checkpoint": checkpoint.name,
+        "robot": robot.name,
+        "control_dt": repr(float(task.step_dt)),
+        "joint_names": ",".join(joints),
+        "default_joint_pos": _floats(rt.program.default_qpos[act.joints.qpos].tolist()),
+        "action_scale": _floats(act.scale.tolist()),
+        "action_clip": repr(float(act.clip)),
+        "joint_stiffness": _floats(s.stiffness for s in servos),
+        "joint_damping": _floats(s.damping for s in servos),
+        "joint_effort_limit": _floats(s.effort_limit for s in servos),
+        "observation_names": ",".join(t.name for t in terms),
+        "observation_dims": ",".join(str(d) for d in rt.obs_dims["policy"]),
+        "observation_scales": _floats(t.cfg.scale for t in terms),
+        "observation_clips": ",".join("none" if t.cfg.clip is None else f"{t.cfg.clip[0]!r}:{t.cfg.clip[1]!r}"
+                                      for t in terms),
+        "observation_functions": ",".join(f"{t.func.__module__}.{t.func.__qualname__}" for t in terms),
+    }
+
+
+def export_onnx(alg: Any, target: Path, metadata: dict[str, str]) -> Path:
+    """The algorithm's policy (observation normaliser included) as one self-contained ONNX file
+    with ``metadata`` as its metadata properties: rsl_rl's own export leaves the weights in a
+    ``.data`` file beside it, which a copy of the ``.onnx`` alone would lose."""
+    import onnx
+
+    model = alg.get_policy().as_onnx(verbose=False).to("cpu").eval()
+    torch.onnx.export(model, model.get_dummy_inputs(), target, opset_version=18, input_names=model.input_names,
+                      output_names=model.output_names, external_data=False)
+    proto = onnx.load(target)
+    for key, value in metadata.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+    part = target.with_name(target.name + ".part")  # a run killed while writing keeps no half file
+    onnx.save(proto, part)
+    part.replace(target)
+    return target
