@@ -22,7 +22,6 @@ from motrix_gym.arguments import (
     velocity_command,
 )
 from motrix_gym.envs import task_name
-from motrix_gym.registry import BUILTIN
 from motrix_gym.sim.backend import BACKENDS, MissingExtra
 from motrix_gym.video import VIDEO_SUFFIXES
 
@@ -303,9 +302,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cmd == "bench" and (args.env_id is None) == (not args.all):
         bench.error("give a task id or --all, not both" if args.all else "give a task id or --all")
-    if args.cmd == "bench" and args.startup and args.env_id is not None and task_name(args.env_id) not in BUILTIN:
-        bench.error(f"argument --startup: times fresh processes, which know the built-in tasks only, "
-                    f"not {args.env_id}")
+    if args.cmd == "bench" and args.startup and args.env_id is not None:
+        from motrix_gym.bench import check_startup_task
+
+        try:
+            check_startup_task(args.env_id)
+        except ValueError as e:
+            bench.error(f"argument --startup: {e}")
     if args.cmd == "train" and args.distributed:
         if "RANK" not in os.environ:
             tr.error("argument --distributed: start the ranks with torchrun, which sets RANK, WORLD_SIZE and "

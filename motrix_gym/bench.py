@@ -191,6 +191,16 @@ print(time.perf_counter() - t)
 """
 
 
+def check_startup_task(env_id: str) -> None:
+    """A ValueError unless ``env_id`` is a built-in task: start-up is timed in fresh processes,
+    which have not imported the module that registered a task of your own."""
+    from motrix_gym.envs import task_name
+    from motrix_gym.registry import BUILTIN
+
+    if task_name(env_id) not in BUILTIN:
+        raise ValueError(f"start-up is timed in fresh processes, which know the built-in tasks only, not {env_id}")
+
+
 def startup_times(env_id: str, num_envs: int, new_lanes: tuple[int, ...] = (1024, 4096),
                   repeats: int = 1) -> dict[str, Any]:
     """Seconds from interpreter start to the end of the first compiled step, each in a fresh
@@ -201,6 +211,7 @@ def startup_times(env_id: str, num_envs: int, new_lanes: tuple[int, ...] = (1024
     under ``samples_s``."""
     if repeats < 1:
         raise ValueError(f"startup repeats must be >= 1, got {repeats}")
+    check_startup_task(env_id)
     import os
     import subprocess
     import sys

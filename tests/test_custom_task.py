@@ -134,3 +134,14 @@ def test_a_builder_with_keyword_arguments_gets_the_options_it_passes_on_and_a_na
     finally:
         TASKS.pop("G1Forwarded")
         gym.registry.pop(env_id("G1Forwarded"))
+
+
+def test_startup_times_refuses_a_task_its_fresh_processes_cannot_import(eager, tmp_path, monkeypatch):
+    import tempfile
+
+    from motrix_gym.bench import startup_times
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(ValueError, match="built-in tasks only, not Motrix/G1WalkEager-v0"):
+        startup_times(eager.ENV_ID, 8, new_lanes=())
+    assert not list(tmp_path.iterdir())  # refused before any process or cache folder was made
