@@ -235,6 +235,8 @@ class MotrixVectorEnv(VectorEnv):
             return self._reset(seed, options)
 
     def _reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict]:
+        if not (options is None or isinstance(options, dict)):
+            raise TypeError(f"options must be a dict or None, got {type(options).__name__}")
         options = dict(options or {})
         mask_np = options.pop("reset_mask", None)
         if options:
@@ -243,9 +245,15 @@ class MotrixVectorEnv(VectorEnv):
             raise ValueError(f"seed must be a non-negative int or None (all lanes are seeded from one "
                              f"int: lane i uses stream (seed, lane_offset + i)), got {seed!r}")
         n, L = self.num_envs, self.runtime.ctx.num_lanes
+        if isinstance(mask_np, Tensor):  # a torch env's own ``terminated | truncated``, as it gave them
+            if mask_np.device != self.device:
+                raise ValueError(f"options['reset_mask'] is on device {mask_np.device}, the env is on {self.device}")
+            if mask_np.dtype != torch.bool:
+                raise TypeError(f"options['reset_mask'] must have dtype bool, got {mask_np.dtype}")
+            mask_np = mask_np.cpu().numpy()
         if mask_np is not None:
             if not isinstance(mask_np, np.ndarray):
-                raise TypeError(f"options['reset_mask'] must be a numpy array, got {type(mask_np)}")
+                raise TypeError(f"options['reset_mask'] must be a numpy array or a torch tensor, got {type(mask_np)}")
             if mask_np.shape != (n,):
                 raise ValueError(f"options['reset_mask'] must have shape ({n},), got {mask_np.shape}")
             if mask_np.dtype != np.bool_:

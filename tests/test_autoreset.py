@@ -9,6 +9,7 @@ own semantics are checked on both backends.
 
 import numpy as np
 import pytest
+import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from conftest import TASK, make, random_actions
@@ -124,15 +125,39 @@ def test_disabled_mode_and_reset_mask():
     theirs.close()
 
 
+def test_a_torch_env_takes_its_own_done_tensor_as_reset_mask():
+    ours, theirs = make(N, autoreset_mode=AutoresetMode.DISABLED, output="torch"), make(
+        N, autoreset_mode=AutoresetMode.DISABLED)
+    ours.reset(seed=8)
+    theirs.reset(seed=8)
+    resets = 0
+    for a in random_actions(STEPS, N, 29, seed=3):
+        _, _, term, trunc, _ = ours.step(torch.from_numpy(a))
+        _, _, *ended, _ = theirs.step(a)
+        if term.any() or trunc.any():
+            o1, _ = ours.reset(options={"reset_mask": term | trunc})
+            o2, _ = theirs.reset(options={"reset_mask": ended[0] | ended[1]})
+            np.testing.assert_array_equal(o1.numpy(), o2)
+            resets += 1
+    assert resets > 0
+    ours.close()
+    theirs.close()
+
+
 @pytest.mark.parametrize("bad, err", [
     ([True, False, False, False], TypeError),
     (np.ones(3, bool), ValueError),
     (np.ones(4, int), TypeError),
     (np.zeros(4, bool), ValueError),
+    (torch.ones(4, dtype=torch.int64), TypeError),
+    (torch.ones(3, dtype=torch.bool), ValueError),
+    (torch.ones(4, dtype=torch.bool, device="meta"), ValueError),
 ])
 def test_bad_reset_mask(bad, err):
     env = make(N)
     env.reset(seed=0)
     with pytest.raises(err, match="reset_mask"):
         env.reset(options={"reset_mask": bad})
+    with pytest.raises(TypeError, match="options must be a dict or None, got list"):
+        env.reset(options=[("reset_mask", np.ones(4, bool))])
     env.close()
