@@ -42,6 +42,8 @@ class MotrixEnv(gymnasium.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         super().reset(seed=seed)
+        if not (options is None or isinstance(options, dict)):
+            raise TypeError(f"options must be a dict or None, got {type(options).__name__}")
         if options:
             raise ValueError(f"unknown reset option(s) {sorted(options)}")
         obs, info = self.vec.reset(seed=seed)

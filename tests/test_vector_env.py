@@ -152,6 +152,15 @@ def test_single_env_checker():
     env.close()
 
 
+def test_single_env_refuses_reset_options_it_does_not_take():
+    env = gym.make(ENV_ID).unwrapped
+    with pytest.raises(ValueError, match=r"unknown reset option\(s\) \['reset_mask'\]"):
+        env.reset(options={"reset_mask": np.ones(1, bool)})  # one lane, no autoreset: a plain reset() does it
+    with pytest.raises(TypeError, match="options must be a dict or None, got list"):
+        env.reset(options=["reset_mask"])
+    env.close()
+
+
 def test_current_kinematics_option():
     """By default body frames describe the new state; without it, the start of the last substep."""
     import mujoco
