@@ -376,10 +376,12 @@ class MotrixVectorEnv(VectorEnv):
         if self._renderer is None:
             from motrix_gym.sim.render import LaneRenderer
 
-            robot = self.task.scene.robot
+            cam = self.task.camera
+            distance = cam.distance or min(3.0, max(1.2, 3.5 * self.task.scene.robot.base_height))
             self._renderer = LaneRenderer(build_model(self.task.scene, self.task.sim_dt, visual=True),
-                                          *self.render_size, distance=min(3.0, max(1.2, 3.5 * robot.base_height)),
-                                          follow=self.runtime.program.root.body)
+                                          *self.render_size, distance=distance, azimuth=cam.azimuth,
+                                          elevation=cam.elevation, follow=self.runtime.program.root.body,
+                                          lookat_height=cam.lookat_height)
         return self._renderer.render(qpos[i], [(a, b, rgba, w) for start, end, rgba, w in arrows
                                                for a, b in zip(start[i], end[i])],
                                      [(p, rgba, r) for pos, rgba, r in spheres for p in pos[i]])

@@ -212,6 +212,37 @@ def test_the_ground_fades_into_the_sky_without_a_dark_band(task):
 
 
 @needs_gl
+def test_a_task_camera_frames_its_frames():
+    """Go1BallBalance's camera is nearer than the default rule sets for a robot as high as one on
+    its ball: the ball fills more of the frame, by about the square of the distances' ratio."""
+    from dataclasses import replace
+
+    from motrix_gym.envs import task_config
+    from motrix_gym.manager.config import Camera
+
+    cfg = task_config("Go1BallBalance", mode="play")
+    assert cfg.camera.distance == 1.8
+    ball = {}
+    for label, c in (("task's", cfg), ("default", replace(cfg, camera=Camera()))):
+        env = MotrixVectorEnv(c, 1, compile=False, render_mode="rgb_array", width=160, height=120,
+                              progress=False)
+        env.reset(seed=0)
+        frame = env.render()[0].astype(int)
+        env.close()
+        ball[label] = int(((frame[..., 0] > 150) & (frame[..., 1] < 110)).sum())  # the pink ball's pixels
+    assert ball["task's"] > 2 * ball["default"] > 0, ball
+
+
+@pytest.mark.parametrize("kwargs, message", [({"distance": 0.0}, "distance must be None or > 0"),
+                                             ({"elevation": -100.0}, r"elevation must be in \[-90, 90\]")])
+def test_a_camera_out_of_range_is_refused(kwargs, message):
+    from motrix_gym.manager.config import Camera
+
+    with pytest.raises(ValueError, match=message):
+        Camera(**kwargs)
+
+
+@needs_gl
 def test_rendered_terrain_is_coloured_by_the_heights_under_the_camera():
     """Looking straight down at level ground, rough ground's colour varies where the field is
     rough and not where it is flat. Rough ground's columns 0-1 are flat, 2-9 rough, and its rows

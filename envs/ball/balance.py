@@ -21,6 +21,7 @@ from motrix_gym.envs.robots import (
 from motrix_gym.manager.config import (
     Ball,
     BallRandomization,
+    Camera,
     ContactSensor,
     Randomization,
     SceneConfig,
@@ -112,4 +113,6 @@ def go1_ball(mode: str = "train") -> TaskConfig:
         sim_dt=0.005,
         decimation=4,
         episode_length_s=20.0,
+        # closer than the robot's height on the ball would set, looking between robot and ball
+        camera=Camera(distance=1.8, elevation=-15.0, lookat_height=-0.25),
     )

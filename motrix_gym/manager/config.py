@@ -196,6 +196,25 @@ class Randomization:
 
 
 @dataclass(frozen=True)
+class Camera:
+    """The free camera of rendered frames. It follows the robot's root body, looking at the point
+    ``lookat_height`` m above the root's origin from ``distance`` m away (None: 3.5 times the
+    robot's standing base height, within 1.2-3 m), from ``azimuth`` degrees around the vertical
+    and ``elevation`` degrees above the horizontal (negative: from above)."""
+
+    distance: float | None = None
+    azimuth: float = 135.0
+    elevation: float = -20.0
+    lookat_height: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.distance is not None and not self.distance > 0:
+            raise ValueError(f"camera distance must be None or > 0, got {self.distance!r}")
+        if not -90.0 <= self.elevation <= 90.0:
+            raise ValueError(f"camera elevation must be in [-90, 90] degrees, got {self.elevation!r}")
+
+
+@dataclass(frozen=True)
 class TaskConfig:
     """One task: scene, timing and term tables.
 
@@ -222,6 +241,7 @@ class TaskConfig:
     # (runtime.graph.inductor_options). True: every graph; observation groups: the graphs that
     # observe one of them (the step graph of an env observing it, its observe graph).
     vector_kernels: bool | tuple[str, ...] = False
+    camera: Camera = Camera()  # rendered frames only
 
     def vector_graph(self, groups: tuple[str, ...]) -> bool:
         """Whether a graph observing ``groups`` (none: the reset graph, ...) gets vector code."""

@@ -114,10 +114,11 @@ FOG = (4.5, 18.0)  # m from the camera where fog starts and where it hides the g
 
 class LaneRenderer:
     """RGB frames of one model's configurations, from a free camera that follows body ``follow``
-    (the robot's root)."""
+    (the robot's root), looking at the point ``lookat_height`` m above its origin."""
 
     def __init__(self, model: mujoco.MjModel, width: int = 640, height: int = 480,
-                 distance: float = 3.0, azimuth: float = 135.0, elevation: float = -20.0, follow: int = 1) -> None:
+                 distance: float = 3.0, azimuth: float = 135.0, elevation: float = -20.0, follow: int = 1,
+                 lookat_height: float = 0.0) -> None:
         model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
         model.vis.global_.offheight = max(model.vis.global_.offheight, height)
         model.vis.headlight.ambient[:] = 0.35
@@ -142,7 +143,7 @@ class LaneRenderer:
         self.rect = mujoco.MjrRect(0, 0, width, height)
         self.camera = mujoco.MjvCamera()
         self.camera.distance, self.camera.azimuth, self.camera.elevation = distance, azimuth, elevation
-        self.model, self.follow = model, follow
+        self.model, self.follow, self.lookat_height = model, follow, lookat_height
         self.data = mujoco.MjData(model)
         self._pixels = np.empty((height, width, 3), np.uint8)
         # A new context's first frame differs from later frames of the same state in a few pixels:
@@ -155,6 +156,7 @@ class LaneRenderer:
         self.data.qpos[:] = qpos
         mujoco.mj_kinematics(self.model, self.data)
         self.camera.lookat[:] = self.data.xpos[self.follow]
+        self.camera.lookat[2] += self.lookat_height
         self.context.make_current()
         mujoco.mjv_updateScene(self.model, self.data, self.option, None, self.camera,
                                mujoco.mjtCatBit.mjCAT_ALL, self.scene)
