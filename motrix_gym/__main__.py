@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import motrix_gym
 from motrix_gym.arguments import (
     MARKERS_HELP,
     SEED,
@@ -217,6 +218,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m motrix_gym")
+    parser.add_argument("--version", action="version", version=f"motrix-gym {motrix_gym.__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
     ls = sub.add_parser("list", help="registered task ids")
     ls.add_argument("modules", nargs="*", type=import_tasks, metavar="MODULE",

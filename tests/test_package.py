@@ -25,5 +25,13 @@ def test_cli_list_and_run():
     assert "env-steps/s" in out.stdout and "track_lin_vel" in out.stdout
 
 
+def test_version_is_the_installed_distribution_s():
+    from importlib.metadata import version
+
+    out = subprocess.run([sys.executable, "-m", "motrix_gym", "--version"], check=True, capture_output=True,
+                         text=True)
+    assert out.stdout.strip() == f"motrix-gym {version('motrix-gym')}"
+
+
 def test_vendored_assets_match_sources():
     subprocess.run([sys.executable, "scripts/vendor_assets.py", "--check"], check=True)
