@@ -14,9 +14,12 @@ observation term is ``clip(f(state) * scale, lo, hi)``, ``f`` being the function
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from motrix_gym.vector_env import MotrixVectorEnv
 
 FORMAT = "1"  # the version of the metadata keys below
 
@@ -25,8 +28,8 @@ def _floats(values: Any) -> str:
     return ",".join(repr(float(v)) for v in values)
 
 
-def deployment_metadata(env: Any, env_id: str, checkpoint: Path) -> dict[str, str]:
-    """The metadata of a policy for ``env`` (a ``MotrixVectorEnv``) trained as ``checkpoint``."""
+def deployment_metadata(env: MotrixVectorEnv, env_id: str, checkpoint: Path) -> dict[str, str]:
+    """The metadata of a policy for ``env`` trained as ``checkpoint``."""
     rt, task = env.runtime, env.task
     act = rt.program.action
     joints = act.joints.names
