@@ -117,6 +117,15 @@ def _ppo_setting(text: str) -> tuple[str, object]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _run_name(text: str) -> str:
+    from motrix_gym.learn.checkpoint import check_run_name
+
+    try:
+        return check_run_name(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _require_train_extra() -> None:
     import importlib
 
@@ -146,7 +155,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         # the env's own collectives use CPU tensors: gloo for them, NCCL for CUDA tensors
         dist.init_process_group("cpu:gloo,cuda:nccl" if device.startswith("cuda") else "gloo")
     try:
-        res = train(args.env_id, num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir,
+        res = train(args.env_id, num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir, run_name=args.run_name,
                     resume=args.resume, start_from=args.start_from, compile=args.compile, eval_lanes=args.eval_lanes,
                     ppo=dict(args.ppo), device=device, video=args.video, video_length=args.video_length,
                     distributed=args.distributed, **budget)
@@ -256,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     budget.add_argument("--iterations", type=count(1), default=None, help="PPO iterations")
     tr.add_argument("--seed", type=SEED, default=0)
     tr.add_argument("--log-dir", default="logs")
+    tr.add_argument("--run-name", type=_run_name, default=None, metavar="NAME",
+                    help="ends the run folder's name: <log-dir>/<task>/<date>_NAME")
     start = tr.add_mutually_exclusive_group()
     start.add_argument("--resume", default=None, metavar="CHECKPOINT",
                        help="continue from a model_<it>.pt (a run's folder: its last)")

@@ -538,6 +538,8 @@ def test_latest_checkpoint_is_the_last_of_the_newest_run_that_saved_one(tmp_path
     ({"device": "tpu"}, "device must be a torch device"),
     ({"video": 1}, "video must be True or False"), ({"video": True, "video_length": 0}, "video_length must be an int"),
     ({"video_length": 2.5}, "video_length must be an int >= 1"),
+    ({"run_name": "a/b"}, "a run name is 1-64 letters"), ({"run_name": "7up"}, "starting with a letter"),
+    ({"run_name": ""}, "a run name is"), ({"run_name": "x" * 65}, "a run name is"),
     ({"env_id": "G1WalkFlat"}, r"unknown task 'G1WalkFlat'; registered: G1WbtDance, .*, each as Motrix/<name>-v0$"),
     ({"env_id": "Motrix/G1WalkFlat-v1"}, "unknown task 'Motrix/G1WalkFlat-v1'"),
 ])
@@ -557,6 +559,21 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
     for i, run in enumerate(made[:2]):
         (run / f"model_{i}.pt").touch()
     assert checkpoint.latest(tmp_path, "Motrix/G1WalkFlat-v0") == made[1] / "model_1.pt"  # newest that saved one
+
+
+def test_a_named_run_is_found_as_the_newest_by_its_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoint.time, "strftime", lambda fmt: "2026-01-01_00-00-00")
+    folder = checkpoint.task_folder(tmp_path, "Motrix/G1WalkFlat-v0")
+    made = [checkpoint.new_run(folder, name) for name in ("lr3e-4", None, "lr3e-4", "x_1.b")]
+    assert [p.name for p in made] == ["2026-01-01_00-00-00_lr3e-4", "2026-01-01_00-00-00_1",  # numbered in turn
+                                      "2026-01-01_00-00-00_2_lr3e-4", "2026-01-01_00-00-00_3_x_1.b"]
+    for i, run in enumerate(made):
+        (run / f"model_{i}.pt").touch()
+    assert checkpoint.latest(tmp_path, "Motrix/G1WalkFlat-v0") == made[3] / "model_3.pt"
+    res = train(env_id("G1WalkFlat"), iterations=1, log_dir=tmp_path / "cli", compile=False, eval_lanes=0,
+                progress=False, config=tiny("G1WalkFlat"), run_name="tiny")
+    assert res.run_dir.name.endswith("_tiny") and checkpoint.latest(tmp_path / "cli", env_id("G1WalkFlat")) == (
+        res.checkpoint)
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -24,9 +24,11 @@ class CheckpointError(ValueError):
     looked for, or a checkpoint that does not fit the task or settings it is used with."""
 
 
-# a run's folder: its start time, and a suffix where another run started in the same second
+# a run's folder: its start time, a number where another run started in the same second, and the
+# run's name if it has one (starting with a letter, so that it is not read as that number)
 _STAMP = "%Y-%m-%d_%H-%M-%S"
-_RUN = re.compile(r"(\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d)(?:_(\d+))?")
+RUN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+_RUN = re.compile(r"(\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d)(?:_(\d+))?(?:_(" + RUN_NAME.pattern + "))?")
 _MODEL = re.compile(r"model_(\d+)\.pt")
 
 
@@ -37,11 +39,26 @@ def task_folder(log_dir: str | Path, env_id: str) -> Path:
     return Path(log_dir) / task_name(env_id)
 
 
-def new_run(parent: Path) -> Path:
-    """A new run folder in ``parent``, named by the time (``latest`` reads the name back)."""
+def check_run_name(name: str) -> str:
+    """``name`` if it can end a run folder's name, else a ValueError saying what it may be."""
+    if not (isinstance(name, str) and RUN_NAME.fullmatch(name)):
+        raise ValueError(f"a run name is 1-64 letters, digits, '_', '.' or '-', starting with a letter, "
+                         f"got {name!r}")
+    return name
+
+
+def new_run(parent: Path, name: str | None = None) -> Path:
+    """A new run folder in ``parent``, named by the time and then ``name`` (``latest`` reads the
+    time back)."""
     stamp, k = time.strftime(_STAMP), 0
+    tail = "" if name is None else f"_{check_run_name(name)}"
+    # runs of one second are numbered whatever their names, so that the newest has the highest number
+    taken = {int(m.group(2) or 0) for p in (parent.iterdir() if parent.is_dir() else ())
+             if (m := _RUN.fullmatch(p.name)) and m.group(1) == stamp}
     while True:
-        run = parent / (stamp if k == 0 else f"{stamp}_{k}")
+        while k in taken:
+            k += 1
+        run = parent / ((stamp if k == 0 else f"{stamp}_{k}") + tail)
         try:
             run.mkdir(parents=True, exist_ok=False)
             return run

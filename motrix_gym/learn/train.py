@@ -84,7 +84,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
           start_from: str | Path | None = None, compile: bool = True,
           eval_lanes: int = 64, progress: bool = True, config: PpoConfig | None = None,
           ppo: dict[str, Any] | None = None, distributed: bool = False, device: str = "cpu",
-          video: bool = False, video_length: int = 200) -> TrainResult:
+          video: bool = False, video_length: int = 200, run_name: str | None = None) -> TrainResult:
     """Train ``env_id`` for ``minutes`` of wall time or ``iterations`` PPO iterations (exactly one of
     them), continuing ``resume`` (a checkpoint of this task), from the models of ``start_from`` (a
     checkpoint of another task of the same robot whose observations this task's include:
@@ -111,7 +111,10 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     ``video``: each checkpoint's policy is also recorded as ``videos/model_<it>.mp4``,
     ``video_length`` env steps of one lane in the task's play mode, rendered off-screen on the CPU
     (its time counts in the budget; the training itself, its random streams included, is the same
-    as without videos)."""
+    as without videos).
+
+    ``run_name`` ends the name of the run's folder, after its start time:
+    ``<log_dir>/<task>/<date>_<run_name>``."""
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
@@ -125,6 +128,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     if iterations is not None and not (is_int(iterations) and iterations >= 1):
         raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
     check_seed(seed)
+    if run_name is not None:
+        checkpoint.check_run_name(run_name)
     if resume is not None and start_from is not None:
         raise ValueError("give at most one of resume and start_from")
     resume, start_from = (None if p is None else checkpoint.resolve(p) for p in (resume, start_from))
@@ -181,7 +186,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                     group["lr"] = cfg.learning_rate
         run_dir = None
         if lead:
-            run_dir = checkpoint.new_run(checkpoint.task_folder(log_dir, env_id))
+            run_dir = checkpoint.new_run(checkpoint.task_folder(log_dir, env_id), run_name)
             (run_dir / "config.json").write_text(json.dumps({
                 "env_id": env_id, "seed": seed, "ranks": world, "minutes": minutes, "iterations": iterations,
                 "ppo": cfg.as_dict(), "resumed_from": str(resume) if resume else None,
