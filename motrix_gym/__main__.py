@@ -322,6 +322,13 @@ def main(argv: list[str] | None = None) -> int:
             check_startup_task(args.env_id)
         except ValueError as e:
             bench.error(f"argument --startup: {e}")
+    if args.cmd == "train":
+        from motrix_gym.learn.checkpoint import check_log_dir, task_folder
+
+        try:
+            check_log_dir(task_folder(args.log_dir, args.env_id))
+        except ValueError as e:
+            tr.error(f"argument --log-dir: {e}")
     if args.cmd == "train" and args.distributed:
         if "RANK" not in os.environ:
             tr.error("argument --distributed: start the ranks with torchrun, which sets RANK, WORLD_SIZE and "

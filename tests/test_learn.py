@@ -561,6 +561,17 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
     assert checkpoint.latest(tmp_path, "Motrix/G1WalkFlat-v0") == made[1] / "model_1.pt"  # newest that saved one
 
 
+def test_a_log_dir_that_cannot_hold_runs_is_refused_before_the_env_starts(tmp_path):
+    blocker = tmp_path / "logs"
+    blocker.write_text("not a folder")
+    with pytest.raises(ValueError, match=f"cannot write runs in '{blocker}/G1WalkFlat': '{blocker}' is a file"):
+        train(env_id("G1WalkFlat"), iterations=1, log_dir=blocker, compile=False, progress=False)
+    run = subprocess.run([sys.executable, "-m", "motrix_gym", "train", "G1WalkFlat", "--log-dir",
+                          str(blocker / "sub")], capture_output=True, text=True)
+    assert run.returncode == 2 and "argument --log-dir: cannot write runs in" in run.stderr, run.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
+
+
 def test_a_named_run_is_found_as_the_newest_by_its_time(tmp_path, monkeypatch):
     monkeypatch.setattr(checkpoint.time, "strftime", lambda fmt: "2026-01-01_00-00-00")
     folder = checkpoint.task_folder(tmp_path, "Motrix/G1WalkFlat-v0")

@@ -39,6 +39,17 @@ def task_folder(log_dir: str | Path, env_id: str) -> Path:
     return Path(log_dir) / task_name(env_id)
 
 
+def check_log_dir(folder: Path) -> Path:
+    """``folder`` if runs can be written in it (it is a folder, or can be made as one), else a
+    ValueError naming what is in the way."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        raise ValueError(f"cannot write runs in {str(folder)!r}: {str(existing)!r} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write runs in {str(folder)!r}: {str(existing)!r} is not writable")
+    return folder
+
+
 def check_run_name(name: str) -> str:
     """``name`` if it can end a run folder's name, else a ValueError saying what it may be."""
     if not (isinstance(name, str) and RUN_NAME.fullmatch(name)):

@@ -130,6 +130,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     check_seed(seed)
     if run_name is not None:
         checkpoint.check_run_name(run_name)
+    checkpoint.check_log_dir(checkpoint.task_folder(log_dir, env_id))
     if resume is not None and start_from is not None:
         raise ValueError("give at most one of resume and start_from")
     resume, start_from = (None if p is None else checkpoint.resolve(p) for p in (resume, start_from))
