@@ -47,6 +47,7 @@ class MotrixEnv(gymnasium.Env):
         if options:
             raise ValueError(f"unknown reset option(s) {sorted(options)}")
         obs, info = self.vec.reset(seed=seed)
+        self._np_random, self._np_random_seed = self.vec.np_random, self.vec.np_random_seed  # the lane's seed
         return self._one(obs), info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:

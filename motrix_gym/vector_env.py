@@ -31,6 +31,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
+from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
@@ -267,6 +268,9 @@ class MotrixVectorEnv(VectorEnv):
         rt = self.runtime
         if seed is not None or not self._seeded:
             seed = secrets.randbits(63) if seed is None else seed
+            # Gymnasium's record of the seed: the one the lanes now run from, drawn or given, so
+            # that ``np_random_seed`` replays an unseeded run
+            self._np_random, self._np_random_seed = seeding.np_random(seed)
             if mask_np is None:
                 rt.seed(seed)
                 rt.restart()

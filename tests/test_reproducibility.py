@@ -90,3 +90,32 @@ def test_lane_offset(seed, offset):
             np.testing.assert_array_equal(x[offset:offset + 4], y)
     whole.close()
     part.close()
+
+
+def test_an_unseeded_run_replays_from_the_seed_it_reports():
+    """Gymnasium's ``np_random_seed`` is the seed the lanes run from: given, or drawn at a first
+    reset without one; the single-lane env reports its lane's."""
+    import gymnasium as gym
+
+    from conftest import ENV_ID
+
+    actions = random_actions(30, 4, 29, seed=5)
+    runs = []
+    for seed in (None, "reported"):
+        env = make(4)
+        obs, _ = env.reset(seed=runs[0][0] if seed == "reported" else None)
+        runs.append((env.np_random_seed, [obs] + [env.step(a)[0] for a in actions]))
+        env.close()
+    (drawn, first), (again, second) = runs
+    assert drawn == again and isinstance(drawn, int)
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+    env = make(4)
+    env.reset(seed=3)
+    env.reset()  # continues the streams: the seed stays
+    assert env.np_random_seed == 3
+    env.close()
+    single = gym.make(ENV_ID)
+    single.reset()
+    assert single.np_random_seed == single.unwrapped.vec.np_random_seed >= 0
+    single.close()
