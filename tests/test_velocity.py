@@ -110,3 +110,68 @@ def test_quadruped_terms_see_torques_accelerations_and_slip():
     feet = rt.ctx.commands["feet"]
     assert feet.contact[:4].any() and np.isfinite(feet.vel[:4].numpy()).all()
     env.close()
+
+
+def test_the_command_curriculum_widens_a_lane_s_commands_after_it_tracked_to_its_time_out():
+    import torch
+
+    n = 16
+    env = MotrixVectorEnv("Go1WalkFlat", n, compile=False, command_curriculum=True, autoreset_mode="Disabled")
+    env.reset(seed=0)
+    ctx = env.runtime.ctx
+    c = ctx.commands["base_velocity"]
+    first = c.value[:n].clone()
+    assert c.level[:n].tolist() == [0] * n and first.abs().max() <= 0.25
+    assert env.log["Curriculum/command_scale"] == 0.25
+    # The planar velocity error is summed over the episode, step by step.
+    errors = torch.zeros(n)
+    for _ in range(5):
+        env.step(np.zeros(env.action_space.shape, np.float32))
+        errors += c.metrics(ctx)["lin_vel_error"][:n]
+    torch.testing.assert_close(c.error_sum[:n], errors)
+
+    def end_episodes(timed_out: torch.Tensor, mean_error: torch.Tensor) -> None:
+        ctx.episode_step[:n] = 1000
+        ctx.truncated[:n] = timed_out
+        c.error_sum[:n] = mean_error * 1000
+        env.reset(options={"reset_mask": np.ones(n, bool)})
+
+    lanes = torch.arange(n)
+    tracked, timed_out = lanes < 8, lanes < 12  # 8-11 ran to the time-out, tracking badly; 12-15 fell
+    end_episodes(timed_out, torch.where(tracked, 0.1, 0.4))
+    assert c.level[:n].tolist() == [1] * 8 + [0] * 8
+    assert c.value[:8].abs().max() <= 0.5 and c.value[:8].abs().max() > 0.25 and c.value[8:n].abs().max() <= 0.25
+    assert env.log["Curriculum/command_scale"] == pytest.approx((8 * 0.5 + 8 * 0.25) / n)
+    end_episodes(timed_out, torch.full((n,), 0.1))
+    assert c.level[:n].tolist() == [2] * 8 + [1] * 4 + [0] * 4
+    end_episodes(torch.zeros(n, dtype=torch.bool), torch.full((n,), 0.1))  # every lane fell
+    assert c.level[:n].tolist() == [1] * 8 + [0] * 8
+    env.reset(seed=0)  # a seeded reset replays the run: every lane starts again at the first level
+    assert c.level[:n].tolist() == [0] * n and torch.equal(c.value[:n], first)
+    env.close()
+
+
+def test_with_the_command_curriculum_a_lane_runs_the_same_beside_any_number_of_lanes():
+    """Zero actions: the Go1 stands through its 20 s episodes while the commands it does not follow
+    are small, so lanes move up at their time-outs; lanes 0-3 of 4 and of 8 stay bit-identical."""
+    runs = {}
+    for n in (4, 8):
+        env = MotrixVectorEnv("Go1WalkFlat", n, compile=False, command_curriculum=True)
+        obs, _ = env.reset(seed=3)
+        seen = [obs[:4].copy()]
+        for _ in range(1010):
+            seen.append(env.step(np.zeros(env.action_space.shape, np.float32))[0][:4].copy())
+        runs[n] = (np.stack(seen), env.runtime.ctx.commands["base_velocity"].level[:4].tolist())
+        env.close()
+    np.testing.assert_array_equal(runs[4][0], runs[8][0])
+    assert runs[4][1] == runs[8][1] and max(runs[4][1]) == 1, runs[4][1]
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"command_curriculum": 1}, "command_curriculum must be True or False"),
+    ({"command_curriculum": True, "mode": "play"}, "does not go with mode=play"),
+    ({"command_curriculum": True, "command": (0.5, 0, 0)}, "does not go with a fixed command"),
+])
+def test_a_command_curriculum_that_cannot_apply_is_refused(options, message):
+    with pytest.raises(ValueError, match=f"Go1WalkFlat: .*{message}"):
+        task_config("Go1WalkFlat", **options)

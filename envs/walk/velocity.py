@@ -62,6 +62,10 @@ ROUGH_SMALL = TerrainConfig(sub_terrains=(SubTerrain("flat", proportion=0.2),
                                           SubTerrain("rough", proportion=0.8, noise=(0.01, 0.06), platform=1.5)))
 
 
+# the command curriculum's factors on the velocity ranges, easiest first
+COMMAND_LEVELS = (0.25, 0.5, 0.75, 1.0)
+
+
 def fixed_command(name: str, command: Iterable[float]) -> tuple[float, float, float]:
     """``command`` as (vx, vy, yaw rate): three finite real numbers, or a ValueError naming the task."""
     values = () if isinstance(command, (str, bytes)) else tuple(command) if isinstance(command, Iterable) else ()
@@ -73,15 +77,24 @@ def fixed_command(name: str, command: Iterable[float]) -> tuple[float, float, fl
 
 
 def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = False,
-             mode: str = "train", command: Iterable[float] | None = None) -> TaskConfig:
+             mode: str = "train", command: Iterable[float] | None = None,
+             command_curriculum: bool = False) -> TaskConfig:
     """The velocity-tracking task ``name`` for ``legs`` on ``terrain``.
 
     ``mode="play"``: no observation noise, pushes, randomisation or action delay, the default
     pose at reset facing +x, and every reset on a random terrain level (no curriculum).
     ``command=(vx, vy, yaw_rate)``: every lane is always given that command (m/s in the base's
-    heading frame, rad/s) instead of random ones; all zero asks every lane to stand."""
+    heading frame, rad/s) instead of random ones; all zero asks every lane to stand.
+    ``command_curriculum``: each lane's commands start at a quarter of the ranges and widen by a
+    quarter after each episode the lane tracked to its time-out (``COMMAND_LEVELS``; training
+    only)."""
     if mode not in MODES:
         raise ValueError(f"{name}: mode must be one of {MODES}, got {mode!r}")
+    if not isinstance(command_curriculum, bool):
+        raise ValueError(f"{name}: command_curriculum must be True or False, got {command_curriculum!r}")
+    if command_curriculum and (mode == "play" or command is not None):
+        raise ValueError(f"{name}: command_curriculum widens random training commands; it does not go with "
+                         f"{'mode=play' if mode == 'play' else 'a fixed command'}")
     play, flat = mode == "play", terrain.flat
     ranges, standing = ((-1.0, 1.0),) * 3, 0.2
     if command is not None:
@@ -120,7 +133,8 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
         *(() if flat else (CommandTerm("terrain", TerrainCurriculum, params={"command": VEL, "enabled": not play}),)),
         CommandTerm(VEL, commands.VelocityCommand,
                     params={"ranges": ranges, "standing_fraction": standing, "resample_s": 10.0,
-                            "marker_height": 0.75 * legs.robot.base_height}),  # above a humanoid's head
+                            "marker_height": 0.75 * legs.robot.base_height,  # above a humanoid's head
+                            "levels": COMMAND_LEVELS if command_curriculum else (1.0,)}),
         *((CommandTerm("gait", commands.GaitClock, params={"command": VEL, "period": legs.gait_period}),)
           if legs.biped else ()),
         CommandTerm("feet", commands.FeetState, params={
@@ -190,9 +204,12 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
 
 
 def registered(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = False) -> Callable[..., TaskConfig]:
-    """The builder of a registered task: its make-time options are ``mode`` and ``command``."""
-    def build(mode: str = "train", command: Iterable[float] | None = None) -> TaskConfig:
-        return velocity(name, legs, terrain, scan=scan, mode=mode, command=command)
+    """The builder of a registered task: its make-time options are ``mode``, ``command`` and
+    ``command_curriculum``."""
+    def build(mode: str = "train", command: Iterable[float] | None = None,
+              command_curriculum: bool = False) -> TaskConfig:
+        return velocity(name, legs, terrain, scan=scan, mode=mode, command=command,
+                        command_curriculum=command_curriculum)
 
     return build
 

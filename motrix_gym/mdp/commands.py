@@ -23,10 +23,19 @@ class VelocityCommand:
 
     A fraction ``standing_fraction`` of draws are zero (standing lanes). Resampled at reset and
     every ``resample_s`` seconds. Rendered, its arrows start ``marker_height`` (m) above the base.
+
+    ``levels``: a per-lane curriculum over the ranges, each level a factor on them, easiest first
+    (one level: none). A lane starts at the first. At a reset that ends an episode, a lane whose
+    episode ran to its time-out with a mean planar velocity error below ``good_error`` (m/s) moves
+    one level up, one whose episode ended early (a fall) one down. Like the terrain curriculum it
+    reads nothing of other lanes, so a lane's run does not depend on how many run beside it.
     """
 
     def __init__(self, env: Context, ranges: tuple = ((-1.0, 1.0), (-1.0, 1.0), (-1.0, 1.0)),
-                 standing_fraction: float = 0.2, resample_s: float = 10.0, marker_height: float = 0.5) -> None:
+                 standing_fraction: float = 0.2, resample_s: float = 10.0, marker_height: float = 0.5,
+                 levels: tuple[float, ...] = (1.0,), good_error: float = 0.25) -> None:
+        if not (levels and all(0 < a <= b for a, b in zip(levels, levels[1:])) and levels[0] > 0):
+            raise ValueError(f"velocity command: levels must be increasing factors > 0, got {levels!r}")
         L = env.num_lanes
         self.lo = torch.tensor([r[0] for r in ranges], dtype=torch.float32, device=env.device)
         self.hi = torch.tensor([r[1] for r in ranges], dtype=torch.float32, device=env.device)
@@ -36,17 +45,39 @@ class VelocityCommand:
         self.standing = torch.ones(L, dtype=torch.bool, device=env.device)
         self.steps_left = torch.zeros(L, dtype=torch.int64, device=env.device)
         self.marker_offset = torch.tensor([0.0, 0.0, marker_height], device=env.device)
+        self.levels = torch.tensor(levels, dtype=torch.float32, device=env.device)
+        self.good_error = good_error
+        self.num_envs = env.num_envs
+        self.level = torch.zeros(L, dtype=torch.long, device=env.device)
+        self.error_sum = torch.zeros(L, device=env.device)  # planar velocity error over the episode
+        self.started = torch.zeros(L, dtype=torch.bool, device=env.device)  # the lane has had an episode
+
+    @property
+    def curriculum(self) -> bool:
+        return len(self.levels) > 1
 
     def _resample(self, env: Context, mask: torch.Tensor) -> None:
         u = env.rng.uniform((4,), mask)
         standing = u[:, 3] < self.standing_fraction
-        value = torch.where(standing.unsqueeze(-1), 0.0, self.lo + (self.hi - self.lo) * u[:, :3])
+        value = self.lo + (self.hi - self.lo) * u[:, :3]
+        if self.curriculum:
+            value = value * self.levels[self.level].unsqueeze(-1)
+        value = torch.where(standing.unsqueeze(-1), 0.0, value)
         m = mask.unsqueeze(-1)
         self.value.copy_(torch.where(m, value, self.value))
         self.standing.copy_(torch.where(mask, standing, self.standing))
         self.steps_left.copy_(torch.where(mask, self.resample_steps, self.steps_left))
 
     def reset(self, env: Context, mask: torch.Tensor) -> None:
+        if self.curriculum:
+            mean_error = self.error_sum / env.episode_step.clamp(min=1)
+            up = env.truncated & (mean_error < self.good_error)
+            down = ~env.truncated
+            level = (self.level + up.long() - down.long()).clamp(0, len(self.levels) - 1)
+            level = torch.where(self.started, level, 0)
+            self.level.copy_(torch.where(mask, level, self.level))
+            self.started.logical_or_(mask)
+            self.error_sum.masked_fill_(mask, 0.0)
         self._resample(env, mask)
 
     def update(self, env: Context) -> None:
@@ -54,7 +85,19 @@ class VelocityCommand:
         self._resample(env, self.steps_left <= 0)
 
     def advance(self, env: Context) -> None:
-        pass
+        if self.curriculum:
+            self.error_sum.add_((self.value[:, :2] - base_lin_vel(env)[:, :2]).norm(dim=-1))
+
+    def restart(self) -> None:
+        """Every lane starts again at the first level at its next reset."""
+        self.started.fill_(False)
+
+    def log_totals(self) -> dict[str, tuple[float, float]]:
+        """The mean factor on the ranges, as a sum and a count (summed over ranks when distributed)."""
+        if not self.curriculum:
+            return {}
+        return {"Curriculum/command_scale": (float(self.levels[self.level[:self.num_envs]].sum()),
+                                             float(self.num_envs))}
 
     def metrics(self, env: Context) -> dict[str, Tensor]:
         """Per-lane tracking errors now: planar velocity (m/s, base frame) and yaw rate (rad/s)."""
