@@ -156,6 +156,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         dist.init_process_group("cpu:gloo,cuda:nccl" if device.startswith("cuda") else "gloo")
     try:
         res = train(args.env_id, num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir, run_name=args.run_name,
+                    task_options={"command_curriculum": True} if args.command_curriculum else None,
                     resume=args.resume, start_from=args.start_from, compile=args.compile, eval_lanes=args.eval_lanes,
                     ppo=dict(args.ppo), device=device, video=args.video, video_length=args.video_length,
                     distributed=args.distributed, **budget)
@@ -267,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--log-dir", default="logs")
     tr.add_argument("--run-name", type=_run_name, default=None, metavar="NAME",
                     help="ends the run folder's name: <log-dir>/<task>/<date>_NAME")
+    tr.add_argument("--command-curriculum", action="store_true",
+                    help="velocity tasks: each lane's commands start small and widen as it tracks them")
     start = tr.add_mutually_exclusive_group()
     start.add_argument("--resume", default=None, metavar="CHECKPOINT",
                        help="continue from a model_<it>.pt (a run's folder: its last)")
@@ -322,6 +325,13 @@ def main(argv: list[str] | None = None) -> int:
             check_startup_task(args.env_id)
         except ValueError as e:
             bench.error(f"argument --startup: {e}")
+    if args.cmd == "train" and args.command_curriculum:
+        from motrix_gym.envs import task_config
+
+        try:
+            task_config(task_name(args.env_id), command_curriculum=True)
+        except (TypeError, ValueError) as e:
+            tr.error(f"argument --command-curriculum: {e}")
     if args.cmd == "train":
         from motrix_gym.learn.checkpoint import check_log_dir, task_folder
 

@@ -597,3 +597,27 @@ def test_a_named_run_is_found_as_the_newest_by_its_time(tmp_path, monkeypatch):
 def test_bad_play_arguments_are_refused_before_the_checkpoint_is_read(bad, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         play(**{"env_id": "Motrix/G1WalkFlat-v0", "checkpoint_path": tmp_path / "missing.pt", **bad})
+
+
+def test_task_options_train_with_the_run_and_stay_with_it_when_resumed(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    options = {"command_curriculum": True}
+    first = train(env_id("Go1WalkFlat"), iterations=2, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
+                  config=tiny("Go1WalkFlat"), task_options=options)
+    assert json.loads((first.run_dir / "config.json").read_text())["task_options"] == options
+    assert checkpoint.load(first.checkpoint)["infos"]["task_options"] == options
+    events = EventAccumulator(str(first.run_dir)).Reload()
+    assert [e.value for e in events.Scalars("Curriculum/command_scale")] == [0.25, 0.25]  # every lane starts low
+    again = train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
+                  resume=first.checkpoint)
+    assert checkpoint.load(again.checkpoint)["infos"]["task_options"] == options
+    with pytest.raises(checkpoint.CheckpointError, match="keeps its checkpoint's task options"):
+        train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path / "no", resume=first.checkpoint, task_options={})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'command_curriculum'"):
+        train(env_id("G1WbtDance"), iterations=1, log_dir=tmp_path / "no", task_options=options)
+    assert not (tmp_path / "no").exists()
+    run = subprocess.run([sys.executable, "-m", "motrix_gym", "train", "G1WbtDance", "--command-curriculum"],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "argument --command-curriculum: Motrix/G1WbtDance-v0 got an unexpected" in (
+        run.stderr)

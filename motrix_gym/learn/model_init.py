@@ -28,14 +28,15 @@ def _groups(cfg: PpoConfig) -> dict[str, str]:
     return {model: group for model, (group,) in cfg.to_rsl_rl()["obs_groups"].items()}
 
 
-def task_facts(env_id: str) -> dict[str, Any]:
-    """What a checkpoint records of its task, for a later start from it without the task at hand
-    (one of your own, registered by a module not imported): its robot model's name, the robot as
-    the task table describes it, and each observation group's terms in order (plain data)."""
+def task_facts(env_id: str, **options: Any) -> dict[str, Any]:
+    """What a checkpoint records of its task (made with ``options``), for a later start from it
+    without the task at hand (one of your own, registered by a module not imported): its robot
+    model's name, the robot as the task table describes it, and each observation group's terms in
+    order (plain data)."""
     from motrix_gym.envs import robot_label, task_config, task_name
 
     name = task_name(env_id)
-    cfg = task_config(name)
+    cfg = task_config(name, **options)
     return {"robot": cfg.scene.robot.name, "robot_label": robot_label(name, cfg),
             "observations": {g: [t.name for t in terms] for g, terms in cfg.observations.items()}}
 

@@ -84,7 +84,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
           start_from: str | Path | None = None, compile: bool = True,
           eval_lanes: int = 64, progress: bool = True, config: PpoConfig | None = None,
           ppo: dict[str, Any] | None = None, distributed: bool = False, device: str = "cpu",
-          video: bool = False, video_length: int = 200, run_name: str | None = None) -> TrainResult:
+          video: bool = False, video_length: int = 200, run_name: str | None = None,
+          task_options: dict[str, Any] | None = None) -> TrainResult:
     """Train ``env_id`` for ``minutes`` of wall time or ``iterations`` PPO iterations (exactly one of
     them), continuing ``resume`` (a checkpoint of this task), from the models of ``start_from`` (a
     checkpoint of another task of the same robot whose observations this task's include:
@@ -114,7 +115,11 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     as without videos).
 
     ``run_name`` ends the name of the run's folder, after its start time:
-    ``<log_dir>/<task>/<date>_<run_name>``."""
+    ``<log_dir>/<task>/<date>_<run_name>``.
+
+    ``task_options``: make-time options of the task for training
+    (``{"command_curriculum": True}``), recorded in the checkpoints; a resumed run keeps its
+    checkpoint's. The final comparison, ``play`` and the videos run the task without them."""
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
@@ -130,6 +135,9 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     check_seed(seed)
     if run_name is not None:
         checkpoint.check_run_name(run_name)
+    if not (task_options is None or isinstance(task_options, dict)):
+        raise ValueError(f"task_options must be a dict or None, got {task_options!r}")
+    options = dict(task_options or {})
     checkpoint.check_log_dir(checkpoint.task_folder(log_dir, env_id))
     if resume is not None and start_from is not None:
         raise ValueError("give at most one of resume and start_from")
@@ -167,13 +175,18 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         if meta["env_id"] != env_id:
             raise CheckpointError(f"checkpoint {str(resume)!r} was trained on {meta['env_id']}, not {env_id}")
         config = PpoConfig.from_dict(meta["ppo"])
+        kept_options = meta.get("task_options", {})
+        if task_options is not None and options != kept_options:
+            raise CheckpointError(f"a resumed run keeps its checkpoint's task options {kept_options}, not {options}")
+        options = kept_options
         start_it, state = int(ckpt["iter"]) + 1, ckpt
     cfg = (config or default_config(env_id)).with_(**changes)
+    facts = task_facts(env_id, **options)  # the options checked before anything starts
     start = check_init_from(env_id, cfg, start_from) if start_from is not None else None
 
     torch.manual_seed(seed + rank)
     env = make_rsl_rl(env_id, num_envs=cfg.num_envs, seed=seed, compile=compile, progress=progress and lead,
-                      distributed=distributed, device=device)
+                      distributed=distributed, device=device, **options)
     try:  # a run that cannot start closes its env and leaves no folder
         device = str(env.device)
         alg = make_algorithm(env, cfg, device, rank, world)
@@ -190,13 +203,13 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
             run_dir = checkpoint.new_run(checkpoint.task_folder(log_dir, env_id), run_name)
             (run_dir / "config.json").write_text(json.dumps({
                 "env_id": env_id, "seed": seed, "ranks": world, "minutes": minutes, "iterations": iterations,
-                "ppo": cfg.as_dict(), "resumed_from": str(resume) if resume else None,
+                "ppo": cfg.as_dict(), "task_options": options, "resumed_from": str(resume) if resume else None,
                 "started_from": str(start_from) if start_from else None}, indent=1))
     except BaseException:
         env.close()
         raise
     writer = SummaryWriter(str(run_dir), flush_secs=10) if lead else None
-    meta = {"env_id": env_id, "seed": seed, "ppo": cfg.as_dict(), "task": task_facts(env_id)}
+    meta = {"env_id": env_id, "seed": seed, "ppo": cfg.as_dict(), "task_options": options, "task": facts}
     rows: list[dict[str, float]] = []
     returns: deque[float] = deque(maxlen=100)
     lengths: deque[float] = deque(maxlen=100)
