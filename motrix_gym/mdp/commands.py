@@ -34,7 +34,7 @@ class VelocityCommand:
     def __init__(self, env: Context, ranges: tuple = ((-1.0, 1.0), (-1.0, 1.0), (-1.0, 1.0)),
                  standing_fraction: float = 0.2, resample_s: float = 10.0, marker_height: float = 0.5,
                  levels: tuple[float, ...] = (1.0,), good_error: float = 0.25) -> None:
-        if not (levels and all(0 < a <= b for a, b in zip(levels, levels[1:])) and levels[0] > 0):
+        if not (levels and levels[0] > 0 and all(a <= b for a, b in zip(levels, levels[1:]))):
             raise ValueError(f"velocity command: levels must be increasing factors > 0, got {levels!r}")
         L = env.num_lanes
         self.lo = torch.tensor([r[0] for r in ranges], dtype=torch.float32, device=env.device)
@@ -86,7 +86,7 @@ class VelocityCommand:
 
     def advance(self, env: Context) -> None:
         if self.curriculum:
-            self.error_sum.add_((self.value[:, :2] - base_lin_vel(env)[:, :2]).norm(dim=-1))
+            self.error_sum.add_(self._planar_error(env))
 
     def restart(self) -> None:
         """Every lane starts again at the first level at its next reset."""
@@ -99,9 +99,13 @@ class VelocityCommand:
         return {"Curriculum/command_scale": (float(self.levels[self.level[:self.num_envs]].sum()),
                                              float(self.num_envs))}
 
+    def _planar_error(self, env: Context) -> Tensor:
+        """(lanes,) m/s between the commanded and the base's planar velocity, in the base frame."""
+        return (self.value[:, :2] - base_lin_vel(env)[:, :2]).norm(dim=-1)
+
     def metrics(self, env: Context) -> dict[str, Tensor]:
         """Per-lane tracking errors now: planar velocity (m/s, base frame) and yaw rate (rad/s)."""
-        return {"lin_vel_error": (self.value[:, :2] - base_lin_vel(env)[:, :2]).norm(dim=-1),
+        return {"lin_vel_error": self._planar_error(env),
                 "yaw_rate_error": (self.value[:, 2] - env.root_ang_vel_b()[:, 2]).abs()}
 
     def markers(self, env: Context) -> tuple[Arrows, Arrows]:
