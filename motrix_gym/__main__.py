@@ -7,6 +7,7 @@ import os
 import select
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import motrix_gym
@@ -22,14 +23,14 @@ from motrix_gym.arguments import (
     task_id,
     velocity_command,
 )
-from motrix_gym.envs import task_name
+from motrix_gym.envs import task_config, task_name
 from motrix_gym.sim.backend import BACKENDS, MissingExtra
 from motrix_gym.video import VIDEO_SUFFIXES
 
 
 def cmd_list(args: argparse.Namespace) -> None:
     """Registered ids with robot, family and observation/action sizes (from a one-lane env)."""
-    from motrix_gym.envs import TASKS, robot_label, task_config
+    from motrix_gym.envs import TASKS, robot_label
     from motrix_gym.registry import env_id
     from motrix_gym.vector_env import MotrixVectorEnv
 
@@ -124,6 +125,15 @@ def _run_name(text: str) -> str:
         return check_run_name(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _as_argument_error(parser: argparse.ArgumentParser, flag: str, check: Callable[[], object]) -> None:
+    """Run ``check``; a TypeError or ValueError it raises (a task option the task does not take,
+    a path or task that cannot serve) becomes ``parser``'s one-line error about ``flag``."""
+    try:
+        check()
+    except (TypeError, ValueError) as e:
+        parser.error(f"argument {flag}: {e}")
 
 
 def _require_train_extra() -> None:
@@ -321,24 +331,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "bench" and args.startup and args.env_id is not None:
         from motrix_gym.bench import check_startup_task
 
-        try:
-            check_startup_task(args.env_id)
-        except ValueError as e:
-            bench.error(f"argument --startup: {e}")
+        _as_argument_error(bench, "--startup", lambda: check_startup_task(args.env_id))
     if args.cmd == "train" and args.command_curriculum:
-        from motrix_gym.envs import task_config
-
-        try:
-            task_config(task_name(args.env_id), command_curriculum=True)
-        except (TypeError, ValueError) as e:
-            tr.error(f"argument --command-curriculum: {e}")
+        _as_argument_error(tr, "--command-curriculum",
+                           lambda: task_config(task_name(args.env_id), command_curriculum=True))
     if args.cmd == "train":
         from motrix_gym.learn.checkpoint import check_log_dir, task_folder
 
-        try:
-            check_log_dir(task_folder(args.log_dir, args.env_id))
-        except ValueError as e:
-            tr.error(f"argument --log-dir: {e}")
+        _as_argument_error(tr, "--log-dir", lambda: check_log_dir(task_folder(args.log_dir, args.env_id)))
     if args.cmd == "train" and args.distributed:
         if "RANK" not in os.environ:
             tr.error("argument --distributed: start the ranks with torchrun, which sets RANK, WORLD_SIZE and "
@@ -352,12 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         if twice:
             tr.error(f"argument --ppo: {twice} given twice (--num-envs sets num_envs)")
     if args.cmd == "play" and args.command is not None:
-        from motrix_gym.envs import task_config
-
-        try:
-            task_config(task_name(args.env_id), mode="play", command=args.command)
-        except (TypeError, ValueError) as e:
-            pl.error(f"argument --command: {e}")
+        _as_argument_error(pl, "--command", lambda: task_config(task_name(args.env_id), mode="play",
+                                                                command=args.command))
     try:
         code = args.func(args) or 0
         sys.stdout.flush()  # output that a closed pipe refuses is found here, not at the interpreter's exit
