@@ -21,6 +21,7 @@ from motrix_gym.arguments import (
     import_tasks,
     out_path,
     task_id,
+    task_option,
     velocity_command,
 )
 from motrix_gym.envs import task_config, task_name
@@ -136,6 +137,16 @@ def _as_argument_error(parser: argparse.ArgumentParser, flag: str, check: Callab
         parser.error(f"argument {flag}: {e}")
 
 
+def _refuse_twice(parser: argparse.ArgumentParser, flag: str, settings: list[tuple[str, object]], hint: str) -> None:
+    """``parser``'s one-line error about ``flag`` if a name among ``settings`` comes more than
+    once (which one would win is not for the command line to guess); ``hint`` names the other
+    flag that sets one of them."""
+    names = [name for name, _ in settings]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        parser.error(f"argument {flag}: {twice} given twice ({hint})")
+
+
 def _require_train_extra() -> None:
     import importlib
 
@@ -166,7 +177,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         dist.init_process_group("cpu:gloo,cuda:nccl" if device.startswith("cuda") else "gloo")
     try:
         res = train(args.env_id, num_envs=args.num_envs, seed=args.seed, log_dir=args.log_dir, run_name=args.run_name,
-                    task_options={"command_curriculum": True} if args.command_curriculum else None,
+                    task_options=args.task_options or None,
                     resume=args.resume, start_from=args.start_from, compile=args.compile, eval_lanes=args.eval_lanes,
                     ppo=dict(args.ppo), device=device, video=args.video, video_length=args.video_length,
                     distributed=args.distributed, **budget)
@@ -279,7 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--run-name", type=_run_name, default=None, metavar="NAME",
                     help="ends the run folder's name: <log-dir>/<task>/<date>_NAME")
     tr.add_argument("--command-curriculum", action="store_true",
-                    help="velocity tasks: each lane's commands start small and widen as it tracks them")
+                    help="velocity tasks: each lane's commands start small and widen as it tracks them "
+                         "(--task-option command_curriculum=true)")
+    tr.add_argument("--task-option", type=task_option, action="append", default=[], metavar="NAME=VALUE",
+                    help="a make-time option of the task for training (repeatable; the final comparison, play "
+                         "and videos run the task without it): sampling=uniform, command=0.5,0,0, ... VALUE: "
+                         "true or false, a number, comma-separated numbers, else text")
     start = tr.add_mutually_exclusive_group()
     start.add_argument("--resume", default=None, metavar="CHECKPOINT",
                        help="continue from a model_<it>.pt (a run's folder: its last)")
@@ -332,9 +348,13 @@ def main(argv: list[str] | None = None) -> int:
         from motrix_gym.bench import check_startup_task
 
         _as_argument_error(bench, "--startup", lambda: check_startup_task(args.env_id))
-    if args.cmd == "train" and args.command_curriculum:
-        _as_argument_error(tr, "--command-curriculum",
-                           lambda: task_config(task_name(args.env_id), command_curriculum=True))
+    if args.cmd == "train":
+        options = args.task_option + ([("command_curriculum", True)] if args.command_curriculum else [])
+        _refuse_twice(tr, "--task-option", options, "--command-curriculum sets command_curriculum")
+        args.task_options = dict(options)
+        flag = "--task-option" if args.task_option else "--command-curriculum"
+        if args.task_options:
+            _as_argument_error(tr, flag, lambda: task_config(task_name(args.env_id), **args.task_options))
     if args.cmd == "train":
         from motrix_gym.learn.checkpoint import check_log_dir, task_folder
 
@@ -347,10 +367,8 @@ def main(argv: list[str] | None = None) -> int:
             tr.error(f"argument --device: {args.device} with --distributed: give cuda (each rank uses "
                      "cuda:LOCAL_RANK)")
     if args.cmd == "train":
-        names = [name for name, _ in args.ppo] + (["num_envs"] if args.num_envs is not None else [])
-        twice = sorted({name for name in names if names.count(name) > 1})
-        if twice:
-            tr.error(f"argument --ppo: {twice} given twice (--num-envs sets num_envs)")
+        _refuse_twice(tr, "--ppo", args.ppo + ([("num_envs", args.num_envs)] if args.num_envs is not None else []),
+                      "--num-envs sets num_envs")
     if args.cmd == "play" and args.command is not None:
         _as_argument_error(pl, "--command", lambda: task_config(task_name(args.env_id), mode="play",
                                                                 command=args.command))

@@ -6,6 +6,7 @@ value is argparse's one-line error naming the option, before anything runs.
     p.add_argument("--minutes", type=amount(positive=True))
     p.add_argument("--device", type=device_name, default="cpu")
     p.add_argument("--command", type=velocity_command)
+    p.add_argument("--task-option", type=task_option, action="append")
     p.add_argument("--out", type=out_path((".gif",)))
     p.add_argument("env_id", type=task_id)
 """
@@ -67,6 +68,24 @@ def velocity_command(text: str) -> tuple[float, float, float]:
     if len(values) != 3 or not all(math.isfinite(v) for v in values):
         raise argparse.ArgumentTypeError(f"expected VX,VY,WZ, three finite numbers, got {text!r}")
     return values
+
+
+def task_option(text: str) -> tuple[str, bool | int | float | tuple[float, ...] | str]:
+    """``NAME=VALUE``, one make-time option of a task, its value read as ``--ppo`` reads one:
+    ``true`` or ``false``, a number, comma-separated numbers (a tuple), else the text itself. The
+    task checks the value when it is built."""
+    name, eq, raw = text.partition("=")
+    if not eq or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with NAME a task option's name, got {text!r}")
+    if raw in ("true", "false"):
+        return name, raw == "true"
+    try:
+        numbers = [int(p) if p.strip().lstrip("+-").isdigit() else float(p) for p in raw.split(",")]
+    except ValueError:
+        return name, raw
+    if not all(math.isfinite(v) for v in numbers):
+        raise argparse.ArgumentTypeError(f"{name}: expected finite numbers, got {raw!r}")
+    return name, numbers[0] if len(numbers) == 1 else tuple(float(v) for v in numbers)
 
 
 def device_name(text: str) -> str:

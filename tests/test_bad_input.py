@@ -204,6 +204,16 @@ def test_finite_actions_beyond_float32_are_clipped_not_refused(huge):
     (["train", "G1WalkFlat", "--ppo", "gamma=2"], "--ppo: PpoConfig.gamma must be a finite number in (0, 1]"),
     (["train", "G1WalkFlat", "--ppo", "lr=1e-3"], "--ppo: expected NAME=VALUE with NAME one of"),
     (["train", "G1WalkFlat", "--num-envs", "8", "--ppo", "num_envs=16"], "--ppo: ['num_envs'] given twice"),
+    (["train", "G1WalkFlat", "--task-option", "curriculum"], "--task-option: expected NAME=VALUE with NAME a task"),
+    (["train", "G1WalkFlat", "--task-option", "command=0,nan,0"], "--task-option: command: expected finite numbers"),
+    (["train", "G1WalkFlat", "--task-option", "speed=2"], "--task-option: Motrix/G1WalkFlat-v0 got an unexpected "
+                                                          "keyword argument 'speed' (its task options: ['command', "),
+    (["train", "G1WalkFlat", "--task-option", "command=1,0"],
+     "--task-option: G1WalkFlat: command must be None or (vx, vy, yaw_rate), three finite numbers, got (1.0, 0.0)"),
+    (["train", "G1WbtMix", "--task-option", "sampling=start", "--task-option", "sampling=uniform"],
+     "--task-option: ['sampling'] given twice"),
+    (["train", "G1WalkFlat", "--command-curriculum", "--task-option", "command_curriculum=false"],
+     "--task-option: ['command_curriculum'] given twice (--command-curriculum sets command_curriculum)"),
 ])
 def test_bad_command_line_numbers_are_argparse_errors(argv, option, tmp_path, capsys):
     """Named in one line, before anything runs or is written (argparse exits with 2)."""

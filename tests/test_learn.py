@@ -323,11 +323,12 @@ def test_without_the_train_extra_train_and_play_name_it(tmp_path, cmd):
 def test_cli_train_then_play_writes_a_gif(tmp_path):
     cli = [sys.executable, "-m", "motrix_gym"]
     run = subprocess.run([*cli, "train", "Motrix/G1WalkFlat-v0", "--num-envs", "4", "--iterations", "2",
-                          "--no-compile", "--eval-lanes", "2", "--log-dir", str(tmp_path)],
-                         capture_output=True, text=True)
+                          "--no-compile", "--eval-lanes", "2", "--log-dir", str(tmp_path),
+                          "--task-option", "command=0.5,0,0"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "random" in run.stdout and "zero" in run.stdout
     ckpt = next(tmp_path.glob("G1WalkFlat/*/model_1.pt"))
+    assert checkpoint.load(ckpt)["infos"]["task_options"] == {"command": (0.5, 0.0, 0.0)}
     gif = tmp_path / "walk.gif"
     run = subprocess.run([*cli, "play", "Motrix/G1WalkFlat-v0", "--log-dir", str(tmp_path), "--out", str(gif),
                           "--steps", "6", "--lanes", "2", "--command=-0.5,0,0.25"], capture_output=True, text=True)
