@@ -59,12 +59,17 @@ def random_actions(steps: int, num_envs: int, dim: int, std: float = 1.5, seed: 
     return (np.random.default_rng(seed).standard_normal((steps, num_envs, dim)) * std).astype(np.float32)
 
 
+def _owners(rt) -> dict[str, object]:
+    """The objects that hold the runtime's state, by the prefix of their tensors' snapshot keys."""
+    return {"ctx": rt.ctx, "rt": rt, "rng": rt.ctx.rng, **{f"cmd.{k}": c for k, c in rt.ctx.commands.items()},
+            **{f"observe.{g}": o for g, o in rt._observers.items()}}
+
+
 def snapshot(env: MotrixVectorEnv) -> dict[str, torch.Tensor]:
     """Every tensor of the runtime state (context, commands, buffers), cloned."""
     rt = env.runtime
     out = {}
-    for owner, obj in [("ctx", rt.ctx), ("rt", rt), ("rng", rt.ctx.rng),
-                       *((f"cmd.{k}", c) for k, c in rt.ctx.commands.items())]:
+    for owner, obj in _owners(rt).items():
         for k, v in vars(obj).items():
             if isinstance(v, torch.Tensor):
                 out[f"{owner}.{k}"] = v.clone()
@@ -88,7 +93,7 @@ def env4(backend):
 def restore(env: MotrixVectorEnv, snap: dict[str, torch.Tensor]) -> None:
     """Write a :func:`snapshot` back in place."""
     rt = env.runtime
-    owners = {"ctx": rt.ctx, "rt": rt, "rng": rt.ctx.rng, **{f"cmd.{k}": c for k, c in rt.ctx.commands.items()}}
+    owners = _owners(rt)
     for key, value in snap.items():
         owner, name = key.rsplit(".", 1)
         if owner == "sim":

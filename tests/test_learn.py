@@ -236,6 +236,7 @@ def test_onnx_export_reproduces_the_policy_and_says_how_to_drive_the_joints(tmp_
     assert terms[0] == "base_ang_vel" and "joint_pos" in terms and len(terms) == len(dims)
     assert sum(dims) == base.single_observation_space["policy"].shape[0]
     assert len(meta["observation_scales"].split(",")) == len(meta["observation_clips"].split(",")) == len(terms)
+    assert meta["observation_history"] == ",".join(["1"] * len(terms))
     for ref in meta["observation_functions"].split(","):
         module, name = ref.rsplit(".", 1)
         assert callable(getattr(importlib.import_module(module), name))

@@ -9,7 +9,9 @@ Each metadata value is a string; lists are comma-separated, in the order of the 
 the joint's range (the joint's limit stops it), and a servo drives it with
 ``joint_stiffness * (target - q) - joint_damping * qdot``, at most ``joint_effort_limit``. An
 observation term is ``clip(f(state) * scale, lo, hi)``, ``f`` being the function named in
-``observation_functions`` (its docstring says what it measures and in which frame)."""
+``observation_functions`` (its docstring says what it measures and in which frame); a term whose
+``observation_history`` is ``h`` > 1 is its last ``h`` values, oldest first (after a reset, ``h``
+copies of the first), and its ``observation_dims`` entry is that whole width."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import torch
 if TYPE_CHECKING:
     from motrix_gym.vector_env import MotrixVectorEnv
 
-FORMAT = "1"  # the version of the metadata keys below
+FORMAT = "2"  # the version of the metadata keys below
 
 
 def _floats(values: Any) -> str:
@@ -51,6 +53,7 @@ def deployment_metadata(env: MotrixVectorEnv, env_id: str, checkpoint: Path) -> 
         "joint_effort_limit": _floats(s.effort_limit for s in servos),
         "observation_names": ",".join(t.name for t in terms),
         "observation_dims": ",".join(str(d) for d in rt.obs_dims["policy"]),
+        "observation_history": ",".join(str(t.cfg.history) for t in terms),
         "observation_scales": _floats(t.cfg.scale for t in terms),
         "observation_clips": ",".join("none" if t.cfg.clip is None else f"{t.cfg.clip[0]!r}:{t.cfg.clip[1]!r}"
                                       for t in terms),

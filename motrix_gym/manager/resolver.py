@@ -330,6 +330,9 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
                 raise TaskConfigError(f"observation term {t.name!r}: noise must be (lo, hi) with lo <= hi")
             if t.clip is not None and not (len(t.clip) == 2 and t.clip[0] < t.clip[1]):
                 raise TaskConfigError(f"observation term {t.name!r}: clip must be (lo, hi) with lo < hi")
+            if not (isinstance(t.history, int) and not isinstance(t.history, bool) and t.history >= 1):
+                raise TaskConfigError(f"observation term {t.name!r}: history must be an int >= 1 (observations "
+                                      f"kept, the current one included), got {t.history!r}")
 
     bad_reads = [r for r in task.extra_reads if r not in EXTRA_READS]
     if bad_reads:

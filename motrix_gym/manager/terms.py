@@ -60,6 +60,9 @@ class ObservationTerm:
     """One slice of an observation group: ``clip(func(env, **params) * scale + noise)``.
 
     ``noise`` is a uniform range ``(lo, hi)`` added per element from the lane's RNG, or None.
+    ``history``: the slice holds the term's last ``history`` observations (each scaled, noised
+    and clipped as it was observed), oldest first; after a reset every one of them is the
+    first observation of the episode.
     """
 
     name: str
@@ -68,6 +71,7 @@ class ObservationTerm:
     scale: float = 1.0
     noise: tuple[float, float] | None = None
     clip: tuple[float, float] | None = None
+    history: int = 1
 
 
 @dataclass(frozen=True)

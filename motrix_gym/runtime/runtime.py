@@ -81,15 +81,28 @@ class Observe:
 
     def __init__(self, rt: TorchManagerRuntime, group: str) -> None:
         self.rt, self.terms = rt, rt.program.observations[group]
-        self.noise, self.dims = rt._noise[group], rt.obs_dims[group]
+        self.noise, self.dims = rt._noise[group], rt.term_dims[group]
+        # Terms with a history keep, per lane, their earlier observations (``past``, oldest first,
+        # term after term), their last one (``last``), and whether the lane was reset since it was
+        # last observed (``fresh``: its next observation fills its history). The step graph's
+        # observation moves each history on by one (``advance``); observing a lane again within
+        # a step (after an event, after a reset) replaces its newest entry only.
+        L = rt.ctx.num_lanes
+        self.kept = [(t.cfg.history, d) for t, d in zip(self.terms, self.dims) if t.cfg.history > 1]
+        self.past = torch.zeros(L, sum((h - 1) * d for h, d in self.kept)) if self.kept else None
+        self.last = torch.zeros(L, sum(d for _, d in self.kept)) if self.kept else None
+        self.fresh = torch.zeros(L, dtype=torch.bool) if self.kept else None
 
     def __call__(self, out: Tensor, mask: Tensor) -> None:
+        self.observe(out, mask, advance=False)  # a constant to Dynamo: a graph's arguments are tensors
+
+    def observe(self, out: Tensor, mask: Tensor, advance: bool) -> None:
         # One draw of noise for the group, sliced per term; each term scaled, noised and clipped
         # before the one concatenation: concatenating first and slicing the result makes
         # Inductor compute every element through a chain of selects.
         ctx, noise = self.rt.ctx, self.noise
         u = None if noise is None else ctx.rng.range(noise[0], noise[1], (sum(self.dims),), mask)
-        parts, start = [], 0
+        parts, past, last, start, p, q = [], [], [], 0, 0, 0
         for t, d in zip(self.terms, self.dims):
             x = _call(t, ctx)
             if t.cfg.scale != 1.0:
@@ -98,9 +111,24 @@ class Observe:
                 x = x + u[:, start:start + d]
             if t.cfg.clip is not None:
                 x = x.clamp(t.cfg.clip[0], t.cfg.clip[1])
+            if t.cfg.history > 1:
+                w = (t.cfg.history - 1) * d
+                earlier = self.past[:, p:p + w]
+                if advance:  # the oldest out, the last observation in
+                    earlier = torch.cat([earlier[:, d:], self.last[:, q:q + d]], dim=-1)
+                earlier = torch.where(self.fresh.unsqueeze(-1), x.repeat(1, t.cfg.history - 1), earlier)
+                parts.append(earlier)
+                past.append(earlier)
+                last.append(x)
+                p, q = p + w, q + d
             parts.append(x)
             start += d
-        out.copy_(torch.where(mask.unsqueeze(-1), torch.cat(parts, dim=-1), out))
+        m = mask.unsqueeze(-1)
+        out.copy_(torch.where(m, torch.cat(parts, dim=-1), out))
+        if self.past is not None:
+            self.past.copy_(torch.where(m, torch.cat(past, dim=-1), self.past))
+            self.last.copy_(torch.where(m, torch.cat(last, dim=-1), self.last))
+            self.fresh.copy_(self.fresh & ~mask)
 
 
 class EvaluateObserve:
@@ -116,7 +144,7 @@ class EvaluateObserve:
         rt._evaluate()
         rt._rng_before_obs.copy_(ctx.rng.state)
         for observe, out in zip(self.observers, outs):
-            observe(out, rt._all)
+            observe.observe(out, rt._all, advance=True)
         rt.done.copy_((rt.terminated | rt.truncated) & rt.real)
         rt.flags.copy_(torch.stack([rt.done.any(), (ctx.diverged & rt.real).any(), (ctx.dirty & rt.real).any()]))
 
@@ -225,8 +253,11 @@ class TorchManagerRuntime:
         self._reads = [(name, getattr(ctx, name)[:n].numpy() if self.on_host else getattr(ctx, name)[:n])
                        for name in program.reads]
         self.read()
-        self.obs_dims = {g: self._probe(g, terms) for g, terms in program.observations.items()}
-        self._noise = {g: self._noise_tables(terms, self.obs_dims[g])
+        # each term's width as its function returns it; in the observation, times its history
+        self.term_dims = {g: self._probe(g, terms) for g, terms in program.observations.items()}
+        self.obs_dims = {g: [d * t.cfg.history for t, d in zip(terms, self.term_dims[g])]
+                         for g, terms in program.observations.items()}
+        self._noise = {g: self._noise_tables(terms, self.term_dims[g])
                        for g, terms in program.observations.items()}
         self._probe_scalar("reward", program.rewards, torch.float32)
         self._probe_scalar("termination", program.terminations, torch.bool)
@@ -267,14 +298,16 @@ class TorchManagerRuntime:
 
     def lane_tensors(self) -> list[Tensor]:
         """The per-lane state the graphs read and write: every tensor attribute of the context,
-        its RNG, this runtime and the commands whose leading dimension is the padded lane count.
+        its RNG, this runtime, the commands and the observers (histories) whose leading dimension
+        is the padded lane count.
 
         Compiled graphs see that dimension as symbolic, so one compiled version (and Inductor's
         cached code on disk) serves every lane count. A constant whose leading dimension happens
         to equal the lane count is taken for per-lane too: that only costs a fresh compile at
         another lane count, never a different result."""
         L, seen, out = self.ctx.num_lanes, set(), []
-        for owner in (self.ctx, self.ctx.rng, self, *self.ctx.commands.values()):
+        observers = getattr(self, "_observers", {}).values()
+        for owner in (self.ctx, self.ctx.rng, self, *self.ctx.commands.values(), *observers):
             for value in vars(owner).values():
                 if isinstance(value, Tensor) and value.dim() and value.shape[0] == L and id(value) not in seen:
                     seen.add(id(value))
@@ -477,6 +510,9 @@ class TorchManagerRuntime:
         self.episode_return.masked_fill_(mask, 0.0)
         for k in range(len(self.event_steps)):
             self._redraw_timer(k, mask)
+        for o in self._observers.values():
+            if o.past is not None:  # the next observation fills the history
+                o.fresh.logical_or_(mask)
         ctx.dirty.masked_fill_(mask, False)  # the reset writes these lanes anyway
 
     def step_graph(self, groups: tuple[str, ...]) -> Graph:

@@ -1,0 +1,113 @@
+"""Observation history (``ObservationTerm.history``): a term's last h observations, oldest first,
+filled with the first one after a reset, checked against the same task observed without it."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from gymnasium.vector import AutoresetMode
+
+from conftest import random_actions
+from motrix_gym.envs import task_config
+from motrix_gym.manager.resolver import TaskConfigError
+from motrix_gym.vector_env import MotrixVectorEnv
+
+HISTORY = {"projected_gravity": 3, "joint_pos": 2}
+
+
+def with_history(history: dict[str, int], task: str = "Go1WalkFlat", **options):
+    cfg = task_config(task, **options)
+    policy = tuple(dataclasses.replace(t, history=history.get(t.name, 1)) for t in cfg.observations["policy"])
+    return dataclasses.replace(cfg, observations={**cfg.observations, "policy": policy})
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP])
+def test_a_history_is_the_term_s_last_observations_and_starts_full(mode):
+    """Same seed and actions, with and without history: every term's newest slice is the plain
+    env's, each earlier slice the plain env's from that many steps before within the episode,
+    the first observation repeated at its start. Episodes end (falls) and pushes rewrite lanes
+    in between (Go1WalkFlat pushes every 1-3 s), and a partial reset restarts lanes 0 and 2."""
+    n = 8
+    plain = MotrixVectorEnv("Go1WalkFlat", n, compile=False, autoreset_mode=mode)
+    kept = MotrixVectorEnv(with_history(HISTORY), n, compile=False, autoreset_mode=mode)
+    cols = plain.runtime.observation_columns("policy")
+    hcols = kept.runtime.observation_columns("policy")
+    assert kept.single_observation_space.shape[0] == plain.single_observation_space.shape[0] + 2 * 3 + 12
+    assert [hcols[k].stop - hcols[k].start for k in HISTORY] == [9, 24]
+
+    def check(a: np.ndarray, b: np.ndarray, started: np.ndarray, past: dict, stepped: bool = True) -> None:
+        """``stepped``: every lane was observed anew (else only the ``started`` ones)."""
+        for name, h in [*HISTORY.items(), ("command", 1), ("last_action", 1)]:
+            now = a[:, cols[name]]
+            was = past.setdefault(name, [now] * h)
+            if stepped:
+                was = was[1:] + [now]
+            past[name] = was = [np.where(started[:, None], now, x) for x in was]
+            np.testing.assert_array_equal(b[:, hcols[name]], np.concatenate(was, -1), err_msg=name)
+
+    a, _ = plain.reset(seed=5)
+    b, _ = kept.reset(seed=5)
+    past: dict = {}
+    check(a, b, np.ones(n, bool), past)
+    ended_before, starts = np.zeros(n, bool), 0
+    for t, act in enumerate(random_actions(300, n, 12, std=1.0, seed=2)):
+        if t == 150:
+            mask = np.zeros(n, bool)
+            mask[[0, 2]] = True
+            a, _ = plain.reset(options={"reset_mask": mask})
+            b, _ = kept.reset(options={"reset_mask": mask})
+            check(a, b, mask, past, stepped=False)  # the other lanes' observations stay as they were
+            ended_before[mask] = False
+        a, ra, ta, ua, _ = plain.step(act)
+        b, rb, tb, ub, _ = kept.step(act)
+        np.testing.assert_array_equal(ra, rb)
+        ended = ta | ua
+        started = ended if mode == AutoresetMode.SAME_STEP else ended_before
+        check(a, b, started, past)
+        starts += int(started.sum())
+        ended_before = ended
+    assert starts >= n  # the episodes' starts were checked, not just their middles
+    plain.close()
+    kept.close()
+
+
+def test_with_a_history_a_lane_runs_the_same_beside_any_number_of_lanes():
+    outs = {}
+    for n in (4, 8):
+        env = MotrixVectorEnv(with_history(HISTORY), n, compile=False)
+        out = [env.reset(seed=3)[0][:4]]
+        for act in random_actions(120, 8, 12, std=1.0, seed=4):
+            obs, _, term, trunc, _ = env.step(act[:n])
+            out.append(obs[:4])
+        outs[n] = np.stack(out)
+        env.close()
+    np.testing.assert_array_equal(outs[4], outs[8])
+
+
+def test_a_compiled_history_agrees_with_eager_without_recompiles():
+    """Compiled graphs (the step graph advances each history, the observe graph fills or replaces
+    its newest entry) match eager within the compile tolerance, their guards checked on every call."""
+    n, cfg = 16, with_history(HISTORY)
+    fast = MotrixVectorEnv(cfg, n, compile=True, progress=False)
+    slow = MotrixVectorEnv(cfg, n, compile=False)
+    fast.runtime.check_guards = True  # a graph that would need another version raises
+    a, _ = fast.reset(seed=1)
+    b, _ = slow.reset(seed=1)
+    ended = 0
+    for act in random_actions(80, n, 12, std=2.0, seed=6):
+        a, _, ta, ua, _ = fast.step(act)
+        b, _, tb, ub, _ = slow.step(act)
+        np.testing.assert_array_equal(ta | ua, tb | ub)
+        torch.testing.assert_close(torch.from_numpy(a), torch.from_numpy(b), rtol=1e-5, atol=1e-5)
+        ended += int((ta | ua).sum())
+    assert ended > 0
+    fast.close()
+    slow.close()
+
+
+@pytest.mark.parametrize("history", [0, -1, True, 2.0, "2"])
+def test_a_history_that_is_not_a_count_is_refused_naming_the_term(history):
+    with pytest.raises(TaskConfigError, match=f"observation term 'joint_pos': history must be an int >= 1 .*got "
+                                              f"{history!r}"):
+        MotrixVectorEnv(with_history({"joint_pos": history}), 2, compile=False)
