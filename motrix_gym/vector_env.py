@@ -406,15 +406,21 @@ class MotrixVectorEnv(VectorEnv):
         return (getattr(self, name),) * self.num_envs
 
     def set_attr(self, name: str, values: Any) -> None:
-        """Set the env's existing attribute ``name``: to ``values``, or to its one value when it is a
-        list or tuple of one value per lane (the lanes share the env, so they cannot differ)."""
-        if not hasattr(self, name):
-            raise AttributeError(f"{type(self).__name__} has no attribute {name!r} to set")
+        """Set one of the env's settings that may change between steps (``SETTABLE``): to
+        ``values``, or to its one value when it is a list or tuple of one value per lane (the
+        lanes share the env, so they cannot differ). The value is checked as ``make`` checks it;
+        everything else was fixed when the env was made."""
+        if name not in SETTABLE:
+            what = "is fixed when the env is made" if hasattr(self, name) else "is not an attribute of the env"
+            raise AttributeError(f"set_attr({name!r}): {name!r} {what}; set_attr changes {', '.join(SETTABLE)}")
         if isinstance(values, (list, tuple)):
             if len(values) != self.num_envs or not all(_same(v, values[0]) for v in values):
                 raise ValueError(f"set_attr({name!r}): the {self.num_envs} lanes share one env, so give one value "
                                  f"or {self.num_envs} equal ones, got {values!r}")
             values = values[0]
+        ok, want = SETTABLE[name]
+        if not ok(values):
+            raise ValueError(f"set_attr({name!r}): must be {want}, got {values!r}")
         setattr(self, name, values)
 
     def _markers(self) -> list[Arrows | Spheres]:
@@ -617,6 +623,14 @@ def build_runtime(cfg: TaskConfig, num_envs: int, *, compile: bool, backend: str
 def _host(t: torch.Tensor) -> np.ndarray:
     """A numpy copy of ``t``: lazily drawn frames outlive the step that rewrites the tensor."""
     return t.detach().cpu().numpy().copy()
+
+
+# The settings an env reads afresh at each call, which ``set_attr`` may change: each one's check
+# (as make's) and what it wants.
+SETTABLE: dict[str, tuple[Any, str]] = {
+    "render_markers": (lambda v: isinstance(v, bool), "True or False"),
+    "copy": (lambda v: isinstance(v, bool), "True or False"),
+}
 
 
 def _same(a: Any, b: Any) -> bool:

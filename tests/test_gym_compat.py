@@ -73,9 +73,19 @@ def test_call_get_attr_and_set_attr_as_sync_vector_env_gives_them():
         env.set_attr("render_markers", [True, False, True])
     with pytest.raises(ValueError, match="3 equal ones"):
         env.set_attr("render_markers", [False, False])
-    with pytest.raises(AttributeError, match="no attribute 'render_marker' to set"):
+    with pytest.raises(AttributeError, match="'render_marker' is not an attribute of the env; set_attr changes "
+                                             "render_markers, copy"):
         env.set_attr("render_marker", False)
     assert env.render_markers is True and not hasattr(env, "render_marker")
+    for name, value in [("num_envs", 2), ("autoreset_mode", "same_step"), ("runtime", None), ("torch_threads", 2)]:
+        with pytest.raises(AttributeError, match=f"set_attr\\('{name}'\\): '{name}' is fixed when the env is made"):
+            env.set_attr(name, value)
+    with pytest.raises(ValueError, match="set_attr\\('copy'\\): must be True or False, got 1"):
+        env.set_attr("copy", 1)
+    assert env.num_envs == 3 and env.autoreset_mode is AutoresetMode.SAME_STEP and env.copy is True
+    env.set_attr("copy", False)
+    first = env.step(np.zeros((3, *env.single_action_space.shape), np.float32))[0]
+    assert not first.flags.owndata  # a view of the env's buffer, as copy=False gives
     with pytest.raises(AttributeError, match="nope"):
         env.call("nope")
     env.close()

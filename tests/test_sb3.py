@@ -43,6 +43,10 @@ def test_step_infos_and_seeding():
             assert "terminal_observation" not in infos[i]
     assert ended > 0
     assert venv.get_attr("num_envs") == [4] * 4
+    venv.set_attr("render_markers", False)
+    assert venv.get_attr("render_markers") == [False] * 4
+    with pytest.raises(AttributeError, match="'num_envs' is fixed when the env is made"):
+        venv.set_attr("num_envs", 2)
     assert venv.env_is_wrapped(VecMonitor) == [False] * 4
     assert venv.env_method("render") == [None] * 4  # render_mode is None
     venv.close()

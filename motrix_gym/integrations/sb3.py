@@ -83,7 +83,7 @@ class Sb3VecEnv(VecEnv):
         idx = list(self._get_indices(indices))
         if len(idx) != self.num_envs:
             raise ValueError("attributes are shared by all lanes: set them for every index")
-        setattr(self.env, attr_name, value)
+        self.env.set_attr(attr_name, value)  # the env's settings that may change, checked
 
     def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
                    **method_kwargs: Any) -> list[Any]:
