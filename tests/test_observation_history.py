@@ -111,3 +111,41 @@ def test_a_history_that_is_not_a_count_is_refused_naming_the_term(history):
     with pytest.raises(TaskConfigError, match=f"observation term 'joint_pos': history must be an int >= 1 .*got "
                                               f"{history!r}"):
         MotrixVectorEnv(with_history({"joint_pos": history}), 2, compile=False)
+
+
+
+@pytest.fixture
+def go1_history():
+    """Go1WalkFlat with ``HISTORY``, registered as a task of its own (tiny PPO models) while the
+    test runs."""
+    import gymnasium as gym
+
+    from motrix_gym.envs import TASKS, ppo_config
+    from motrix_gym.registry import env_id, register_task
+
+    tiny = ppo_config("Go1WalkFlat").with_(num_envs=4, num_steps_per_env=4, num_learning_epochs=1,
+                                           num_mini_batches=1, actor_hidden=(16,), critic_hidden=(16,))
+    register_task("Go1History", lambda **options: with_history(HISTORY, **options), ppo=tiny)
+    yield env_id("Go1History"), tiny
+    TASKS.pop("Go1History")
+    gym.registry.pop(env_id("Go1History"))
+
+
+def test_a_model_starts_only_from_a_checkpoint_whose_shared_terms_kept_the_same_history(go1_history, tmp_path):
+    """A policy trained with a history reads wider columns: another task's run may start from its
+    models only if the terms they share keep the same histories (a CheckpointError names them)."""
+    from motrix_gym.learn.checkpoint import CheckpointError
+    from motrix_gym.learn.train import train
+    from motrix_gym.registry import env_id
+
+    task, tiny = go1_history
+    kept = train(task, iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False)
+    again = train(task, iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
+                  start_from=kept.checkpoint)  # the same histories: it starts
+    assert again.iterations == 1
+    with pytest.raises(CheckpointError, match=r"its actor observed \['joint_pos', 'projected_gravity'\] with "
+                                              r"histories \[2, 3\], Motrix/Go1WalkFlat-v0's 'policy' "
+                                              r"observations keep \[1, 1\]"):
+        train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path / "bad", compile=False, progress=False,
+              config=tiny, start_from=kept.checkpoint)
+    assert not (tmp_path / "bad").exists()

@@ -31,14 +31,16 @@ def _groups(cfg: PpoConfig) -> dict[str, str]:
 def task_facts(env_id: str, **options: Any) -> dict[str, Any]:
     """What a checkpoint records of its task (made with ``options``), for a later start from it
     without the task at hand (one of your own, registered by a module not imported): its robot
-    model's name, the robot as the task table describes it, and each observation group's terms in
-    order (plain data)."""
+    model's name, the robot as the task table describes it, each observation group's terms in
+    order and the histories of those that keep one (plain data)."""
     from motrix_gym.envs import robot_label, task_config, task_name
 
     name = task_name(env_id)
     cfg = task_config(name, **options)
     return {"robot": cfg.scene.robot.name, "robot_label": robot_label(name, cfg),
-            "observations": {g: [t.name for t in terms] for g, terms in cfg.observations.items()}}
+            "observations": {g: [t.name for t in terms] for g, terms in cfg.observations.items()},
+            "history": {g: {t.name: t.history for t in terms if t.history != 1}
+                        for g, terms in cfg.observations.items()}}
 
 
 def _facts(ckpt: dict[str, Any]) -> dict[str, Any]:
@@ -75,6 +77,13 @@ def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path) -> dict[str, 
         if extra:
             raise CheckpointError(f"start from {str(path)!r}: its {model} observed {extra}, which {env_id}'s "
                                   f"{group!r} observations lack")
+        kept = [{n: h.get(group, {}).get(n, 1) for n in was["observations"][group]}
+                for h in (was.get("history", {}), now["history"])]  # a checkpoint without histories: none
+        differ = sorted(n for n in kept[0] if kept[0][n] != kept[1][n])
+        if differ:
+            raise CheckpointError(f"start from {str(path)!r}: its {model} observed {differ} with histories "
+                                  f"{[kept[0][n] for n in differ]}, {env_id}'s {group!r} observations keep "
+                                  f"{[kept[1][n] for n in differ]}")
     return ckpt
 
 
