@@ -167,11 +167,49 @@ def test_with_the_command_curriculum_a_lane_runs_the_same_beside_any_number_of_l
     assert runs[4][1] == runs[8][1] and max(runs[4][1]) == 1, runs[4][1]
 
 
+def heading_rate(env: MotrixVectorEnv) -> np.ndarray:
+    """The yaw rate a heading command asks of each lane, from the base's yaw now (numpy)."""
+    rt, n = env.runtime, env.num_envs
+    c = rt.ctx.commands["base_velocity"]
+    w, x, y, z = rt.ctx.root_quat()[:n].double().numpy().T
+    yaw = np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    error = np.remainder(c.target[:n].double().numpy() - yaw + np.pi, 2 * np.pi) - np.pi
+    return np.where(c.standing[:n].numpy(), 0.0, np.clip(0.5 * error, -1.0, 1.0))
+
+
+def test_a_heading_command_asks_the_yaw_rate_that_turns_the_base_towards_its_heading():
+    """From the reset pose on (the first observation of every episode included) and at every step,
+    compiled as eager: the command's yaw rate is the heading controller's on the base's yaw."""
+    n = 16
+    envs = [MotrixVectorEnv("Go1WalkFlat", n, compile=c, progress=False, heading_command=True) for c in (False, True)]
+    cols = envs[0].runtime.observation_columns("policy")["command"]
+    obs = [e.reset(seed=4)[0] for e in envs]
+    c = envs[0].runtime.ctx.commands["base_velocity"]
+    targets = c.target[:n].numpy()
+    assert (np.abs(targets) <= np.pi).all() and np.ptp(targets) > 2.0  # headings drawn all round
+    started = 0
+    for t in range(80):
+        for e, o in zip(envs, obs):
+            np.testing.assert_allclose(o[:, cols][:, 2], heading_rate(e), atol=2e-6)
+        steer = ~c.standing[:n].numpy()
+        assert steer.any() and np.abs(obs[0][steer, cols][:, 2]).max() > 0.1
+        np.testing.assert_allclose(obs[1], obs[0], rtol=1e-5, atol=1e-5)
+        actions = np.random.default_rng(t).uniform(-1.5, 1.5, (n, 12)).astype(np.float32)
+        steps = [e.step(actions) for e in envs]
+        obs = [s[0] for s in steps]
+        started += int((steps[0][2] | steps[0][3]).sum())  # reset: their heading control from the new pose
+    assert started > 0
+    for e in envs:
+        e.close()
+
+
 @pytest.mark.parametrize("options, message", [
     ({"command_curriculum": 1}, "command_curriculum must be True or False"),
     ({"command_curriculum": True, "mode": "play"}, "does not go with mode=play"),
     ({"command_curriculum": True, "command": (0.5, 0, 0)}, "does not go with a fixed command"),
+    ({"heading_command": "yes"}, "heading_command must be True or False"),
+    ({"heading_command": True, "command": (0.5, 0, 0)}, "a fixed command gives its own yaw rate"),
 ])
-def test_a_command_curriculum_that_cannot_apply_is_refused(options, message):
+def test_a_command_option_that_cannot_apply_is_refused(options, message):
     with pytest.raises(ValueError, match=f"Go1WalkFlat: .*{message}"):
         task_config("Go1WalkFlat", **options)

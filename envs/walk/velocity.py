@@ -78,7 +78,7 @@ def fixed_command(name: str, command: Iterable[float]) -> tuple[float, float, fl
 
 def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = False,
              mode: str = "train", command: Iterable[float] | None = None,
-             command_curriculum: bool = False) -> TaskConfig:
+             command_curriculum: bool = False, heading_command: bool = False) -> TaskConfig:
     """The velocity-tracking task ``name`` for ``legs`` on ``terrain``.
 
     ``mode="play"``: no observation noise, pushes, randomisation or action delay, the default
@@ -87,7 +87,8 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
     heading frame, rad/s) instead of random ones; all zero asks every lane to stand.
     ``command_curriculum``: each lane's commands start at a quarter of the ranges and widen by a
     quarter after each episode the lane tracked to its time-out (``COMMAND_LEVELS``; training
-    only)."""
+    only). ``heading_command``: random commands ask for a heading (any world yaw) instead of a
+    yaw rate, and the yaw rate in the command is a controller turning the base towards it."""
     if mode not in MODES:
         raise ValueError(f"{name}: mode must be one of {MODES}, got {mode!r}")
     if not isinstance(command_curriculum, bool):
@@ -95,6 +96,10 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
     if command_curriculum and (mode == "play" or command is not None):
         raise ValueError(f"{name}: command_curriculum widens random training commands; it does not go with "
                          f"{'mode=play' if mode == 'play' else 'a fixed command'}")
+    if not isinstance(heading_command, bool):
+        raise ValueError(f"{name}: heading_command must be True or False, got {heading_command!r}")
+    if heading_command and command is not None:
+        raise ValueError(f"{name}: heading_command draws random headings; a fixed command gives its own yaw rate")
     play, flat = mode == "play", terrain.flat
     ranges, standing = ((-1.0, 1.0),) * 3, 0.2
     if command is not None:
@@ -134,7 +139,8 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
         CommandTerm(VEL, commands.VelocityCommand,
                     params={"ranges": ranges, "standing_fraction": standing, "resample_s": 10.0,
                             "marker_height": 0.75 * legs.robot.base_height,  # above a humanoid's head
-                            "levels": COMMAND_LEVELS if command_curriculum else (1.0,)}),
+                            "levels": COMMAND_LEVELS if command_curriculum else (1.0,),
+                            "heading": (-math.pi, math.pi) if heading_command else None}),
         *((CommandTerm("gait", commands.GaitClock, params={"command": VEL, "period": legs.gait_period}),)
           if legs.biped else ()),
         CommandTerm("feet", commands.FeetState, params={
@@ -204,12 +210,12 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
 
 
 def registered(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = False) -> Callable[..., TaskConfig]:
-    """The builder of a registered task: its make-time options are ``mode``, ``command`` and
-    ``command_curriculum``."""
+    """The builder of a registered task: its make-time options are ``mode``, ``command``,
+    ``command_curriculum`` and ``heading_command``."""
     def build(mode: str = "train", command: Iterable[float] | None = None,
-              command_curriculum: bool = False) -> TaskConfig:
+              command_curriculum: bool = False, heading_command: bool = False) -> TaskConfig:
         return velocity(name, legs, terrain, scan=scan, mode=mode, command=command,
-                        command_curriculum=command_curriculum)
+                        command_curriculum=command_curriculum, heading_command=heading_command)
 
     return build
 

@@ -120,7 +120,8 @@ class CommandTerm:
     """A stateful per-lane process (a velocity target, a gait clock, a motion reference).
 
     ``cls(env, **params)`` builds it; the runtime calls its ``reset(env, mask)`` for lanes being
-    reset, ``update(env)`` before rewards each step and ``advance(env)`` after terminations.
+    reset (before the reset terms), ``placed(env, mask)`` if it has one (after them: the lanes'
+    new state), ``update(env)`` before rewards each step and ``advance(env)`` after terminations.
     Terms read it as ``env.commands[name]``.
     """
 

@@ -29,13 +29,22 @@ class VelocityCommand:
     episode ran to its time-out with a mean planar velocity error below ``good_error`` (m/s) moves
     one level up, one whose episode ended early (a fall) one down. Like the terrain curriculum it
     reads nothing of other lanes, so a lane's run does not depend on how many run beside it.
+
+    ``heading``: a range of world yaw (rad). Each draw then picks a target heading in it instead
+    of a yaw rate, and the yaw rate asked is a heading controller, ``clip(heading_gain *
+    wrap(target - yaw), *ranges[2])`` (the clip scaled by the lane's level), recomputed every
+    step and after a reset has placed the robot; standing lanes stay at zero.
     """
 
     def __init__(self, env: Context, ranges: tuple = ((-1.0, 1.0), (-1.0, 1.0), (-1.0, 1.0)),
                  standing_fraction: float = 0.2, resample_s: float = 10.0, marker_height: float = 0.5,
-                 levels: tuple[float, ...] = (1.0,), good_error: float = 0.25) -> None:
+                 levels: tuple[float, ...] = (1.0,), good_error: float = 0.25,
+                 heading: tuple[float, float] | None = None, heading_gain: float = 0.5) -> None:
         if not (levels and levels[0] > 0 and all(a <= b for a, b in zip(levels, levels[1:]))):
             raise ValueError(f"velocity command: levels must be increasing factors > 0, got {levels!r}")
+        if heading is not None and not (len(heading) == 2 and heading[0] <= heading[1] and heading_gain > 0):
+            raise ValueError(f"velocity command: heading must be (lo, hi) with lo <= hi and heading_gain > 0, "
+                             f"got {heading!r} and {heading_gain!r}")
         L = env.num_lanes
         self.lo = torch.tensor([r[0] for r in ranges], dtype=torch.float32, device=env.device)
         self.hi = torch.tensor([r[1] for r in ranges], dtype=torch.float32, device=env.device)
@@ -51,6 +60,8 @@ class VelocityCommand:
         self.level = torch.zeros(L, dtype=torch.long, device=env.device)
         self.error_sum = torch.zeros(L, device=env.device)  # planar velocity error over the episode
         self.started = torch.zeros(L, dtype=torch.bool, device=env.device)  # the lane has had an episode
+        self.heading, self.heading_gain = heading, heading_gain
+        self.target = torch.zeros(L, device=env.device)  # the heading asked (rad, world), with ``heading``
 
     @property
     def curriculum(self) -> bool:
@@ -67,6 +78,21 @@ class VelocityCommand:
         self.value.copy_(torch.where(m, value, self.value))
         self.standing.copy_(torch.where(mask, standing, self.standing))
         self.steps_left.copy_(torch.where(mask, self.resample_steps, self.steps_left))
+        if self.heading is not None:
+            lo, hi = self.heading
+            self.target.copy_(torch.where(mask, lo + (hi - lo) * u[:, 2], self.target))
+
+    def _steer(self, env: Context, mask: Tensor | None = None) -> None:
+        """The yaw rate of heading control, for the lanes in ``mask`` (all when None)."""
+        c, s = yaw_cos_sin(env.root_quat())
+        ct, st = torch.cos(self.target), torch.sin(self.target)
+        error = torch.atan2(st * c - ct * s, ct * c + st * s)  # target - yaw, wrapped to [-pi, pi]
+        lo, hi = self.lo[2], self.hi[2]
+        if self.curriculum:
+            f = self.levels[self.level]
+            lo, hi = lo * f, hi * f
+        rate = torch.where(self.standing, 0.0, torch.minimum(torch.maximum(self.heading_gain * error, lo), hi))
+        self.value[:, 2].copy_(rate if mask is None else torch.where(mask, rate, self.value[:, 2]))
 
     def reset(self, env: Context, mask: torch.Tensor) -> None:
         if self.curriculum:
@@ -80,9 +106,16 @@ class VelocityCommand:
             self.error_sum.masked_fill_(mask, 0.0)
         self._resample(env, mask)
 
+    def placed(self, env: Context, mask: Tensor) -> None:
+        """After a reset has placed the robots of the lanes in ``mask``: their heading control."""
+        if self.heading is not None:
+            self._steer(env, mask)
+
     def update(self, env: Context) -> None:
         self.steps_left.sub_(1)
         self._resample(env, self.steps_left <= 0)
+        if self.heading is not None:
+            self._steer(env)
 
     def advance(self, env: Context) -> None:
         if self.curriculum:

@@ -501,6 +501,9 @@ class TorchManagerRuntime:
             c.reset(ctx, mask)
         for t in self.program.resets:
             _call(t, ctx, mask)
+        for c in ctx.commands.values():  # commands that read the state the resets wrote
+            if hasattr(c, "placed"):
+                c.placed(ctx, mask)
         if self.program.action.max_delay:
             self.action_delay.copy_(torch.where(mask, ctx.rng.uniform((), mask) < 0.5, self.action_delay))
         ctx.episode_step.masked_fill_(mask, 0)
