@@ -78,6 +78,13 @@ def ppo_config(name: str) -> Any:
     return _load(TASKS[task_name(name)].ppo)
 
 
+def task_options(name: str) -> tuple[str, ...] | None:
+    """The make-time options task ``name``'s builder takes, in its order (None: any keyword, which
+    it passes on)."""
+    params = inspect.signature(_load(TASKS[name].builder)).parameters
+    return None if any(p.kind is p.VAR_KEYWORD for p in params.values()) else tuple(params)
+
+
 def task_config(name: str, **options: Any) -> Any:
     """Build the TaskConfig of task ``name`` with make-time ``options``.
 
@@ -87,9 +94,8 @@ def task_config(name: str, **options: Any) -> Any:
     if not (isinstance(name, str) and name in TASKS):
         raise unknown_task(name)
     builder = _load(TASKS[name].builder)
-    params = inspect.signature(builder).parameters
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())  # checked where they are passed on
-    unknown = [] if takes_any else sorted(k for k in options if k not in params)
+    params = task_options(name)  # None: any keyword, checked where it is passed on
+    unknown = [] if params is None else sorted(k for k in options if k not in params)
     if unknown:
         takes = sorted(params) or "none"
         raise TypeError(f"Motrix/{name}-v0 got an unexpected keyword argument {unknown[0]!r} "

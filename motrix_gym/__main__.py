@@ -30,8 +30,9 @@ from motrix_gym.video import VIDEO_SUFFIXES
 
 
 def cmd_list(args: argparse.Namespace) -> None:
-    """Registered ids with robot, family and observation/action sizes (from a one-lane env)."""
-    from motrix_gym.envs import TASKS, robot_label
+    """Registered ids with robot, family and observation/action sizes (from a one-lane env), then
+    the tasks' make-time options."""
+    from motrix_gym.envs import TASKS, robot_label, task_options
     from motrix_gym.registry import env_id
     from motrix_gym.vector_env import MotrixVectorEnv
 
@@ -45,6 +46,12 @@ def cmd_list(args: argparse.Namespace) -> None:
         print(f"{env_id(name):<24} {robot_label(name, cfg):<18} {dims:>17} {env.single_action_space.shape[0]:>7}  "
               f"{entry.family}")
         env.close()
+    takers: dict[tuple[str, ...] | None, list[str]] = {}
+    for name in TASKS:
+        takers.setdefault(task_options(name), []).append(name)
+    print("\nmake-time options (keywords of gym.make_vec, train --task-option NAME=VALUE):")
+    for options, names in takers.items():
+        print(f"  {'any keyword' if options is None else ', '.join(options) or 'none'}: {', '.join(names)}")
 
 
 def cmd_run(args: argparse.Namespace) -> None:

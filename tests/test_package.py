@@ -20,6 +20,8 @@ def test_ids_registered():
 def test_cli_list_and_run():
     out = subprocess.run([sys.executable, "-m", "motrix_gym", "list"], check=True, capture_output=True, text=True)
     assert ENV_ID in out.stdout
+    assert "\n  sampling, mode: G1WbtDance, G1WbtKick, G1WbtMix, T1WbtDance, T1WbtKick\n" in out.stdout
+    assert "\n  mode, command, command_curriculum, heading_command: G1WalkFlat, G1WalkRough, " in out.stdout
     out = subprocess.run([sys.executable, "-m", "motrix_gym", "run", ENV_ID, "--num-envs", "4", "--steps", "5",
                           "--no-compile"], check=True, capture_output=True, text=True)
     assert "env-steps/s" in out.stdout and "track_lin_vel" in out.stdout
