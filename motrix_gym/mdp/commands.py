@@ -1,4 +1,5 @@
-"""Command terms: per-lane stateful processes with ``reset`` / ``update`` / ``advance`` hooks.
+"""Command terms: per-lane stateful processes with ``reset`` / ``update`` / ``advance`` hooks (and
+``placed``, after a reset's terms, for those that read the new state).
 
 State lives in tensors allocated once and written in place; every draw comes from the lane RNG
 and advances only the lanes that draw.
