@@ -82,16 +82,14 @@ class Observe:
     def __init__(self, rt: TorchManagerRuntime, group: str) -> None:
         self.rt, self.terms = rt, rt.program.observations[group]
         self.noise, self.dims = rt._noise[group], rt.term_dims[group]
-        # Terms with a history keep, per lane, their earlier observations (``past``, oldest first,
-        # term after term), their last one (``last``), and whether the lane was reset since it was
-        # last observed (``fresh``: its next observation fills its history). The step graph's
-        # observation moves each history on by one (``advance``); observing a lane again within
-        # a step (after an event, after a reset) replaces its newest entry only.
+        # Terms with a history keep, per lane, their last ``history`` observations (``kept``, oldest
+        # first, term after term): the slices they last gave. The step graph's observation moves
+        # each on by one (``advance``); observing a lane again within a step (after an event)
+        # replaces its newest entry only; the first observation of an episode (``episode_step``
+        # 0: a reset) fills it.
         L = rt.ctx.num_lanes
-        self.kept = [(t.cfg.history, d) for t, d in zip(self.terms, self.dims) if t.cfg.history > 1]
-        self.past = torch.zeros(L, sum((h - 1) * d for h, d in self.kept)) if self.kept else None
-        self.last = torch.zeros(L, sum(d for _, d in self.kept)) if self.kept else None
-        self.fresh = torch.zeros(L, dtype=torch.bool) if self.kept else None
+        width = sum(t.cfg.history * d for t, d in zip(self.terms, self.dims) if t.cfg.history > 1)
+        self.kept = torch.zeros(L, width) if width else None
 
     def __call__(self, out: Tensor, mask: Tensor) -> None:
         self.observe(out, mask, advance=False)  # a constant to Dynamo: a graph's arguments are tensors
@@ -102,7 +100,9 @@ class Observe:
         # Inductor compute every element through a chain of selects.
         ctx, noise = self.rt.ctx, self.noise
         u = None if noise is None else ctx.rng.range(noise[0], noise[1], (sum(self.dims),), mask)
-        parts, past, last, start, p, q = [], [], [], 0, 0, 0
+        parts, kept, start, p = [], [], 0, 0
+        if self.kept is not None:
+            fresh = (ctx.episode_step == 0).unsqueeze(-1)  # a lane's first observation of its episode
         for t, d in zip(self.terms, self.dims):
             x = _call(t, ctx)
             if t.cfg.scale != 1.0:
@@ -112,23 +112,20 @@ class Observe:
             if t.cfg.clip is not None:
                 x = x.clamp(t.cfg.clip[0], t.cfg.clip[1])
             if t.cfg.history > 1:
-                w = (t.cfg.history - 1) * d
-                earlier = self.past[:, p:p + w]
-                if advance:  # the oldest out, the last observation in
-                    earlier = torch.cat([earlier[:, d:], self.last[:, q:q + d]], dim=-1)
-                earlier = torch.where(self.fresh.unsqueeze(-1), x.repeat(1, t.cfg.history - 1), earlier)
+                w = t.cfg.history * d
+                last = self.kept[:, p:p + w]
+                # advancing, the oldest drops out; observing again, the newest is replaced
+                earlier = last[:, d:] if advance else last[:, :w - d]
+                earlier = torch.where(fresh, x.repeat(1, t.cfg.history - 1), earlier)
                 parts.append(earlier)
-                past.append(earlier)
-                last.append(x)
-                p, q = p + w, q + d
+                kept += [earlier, x]
+                p += w
             parts.append(x)
             start += d
         m = mask.unsqueeze(-1)
         out.copy_(torch.where(m, torch.cat(parts, dim=-1), out))
-        if self.past is not None:
-            self.past.copy_(torch.where(m, torch.cat(past, dim=-1), self.past))
-            self.last.copy_(torch.where(m, torch.cat(last, dim=-1), self.last))
-            self.fresh.copy_(self.fresh & ~mask)
+        if self.kept is not None:
+            self.kept.copy_(torch.where(m, torch.cat(kept, dim=-1), self.kept))
 
 
 class EvaluateObserve:
@@ -306,8 +303,7 @@ class TorchManagerRuntime:
         to equal the lane count is taken for per-lane too: that only costs a fresh compile at
         another lane count, never a different result."""
         L, seen, out = self.ctx.num_lanes, set(), []
-        observers = getattr(self, "_observers", {}).values()
-        for owner in (self.ctx, self.ctx.rng, self, *self.ctx.commands.values(), *observers):
+        for owner in (self.ctx, self.ctx.rng, self, *self.ctx.commands.values(), *self._observers.values()):
             for value in vars(owner).values():
                 if isinstance(value, Tensor) and value.dim() and value.shape[0] == L and id(value) not in seen:
                     seen.add(id(value))
@@ -513,9 +509,6 @@ class TorchManagerRuntime:
         self.episode_return.masked_fill_(mask, 0.0)
         for k in range(len(self.event_steps)):
             self._redraw_timer(k, mask)
-        for o in self._observers.values():
-            if o.past is not None:  # the next observation fills the history
-                o.fresh.logical_or_(mask)
         ctx.dirty.masked_fill_(mask, False)  # the reset writes these lanes anyway
 
     def step_graph(self, groups: tuple[str, ...]) -> Graph:
