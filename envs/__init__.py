@@ -78,11 +78,15 @@ def ppo_config(name: str) -> Any:
     return _load(TASKS[task_name(name)].ppo)
 
 
+def _takes(builder: Callable[..., Any]) -> tuple[str, ...] | None:
+    params = inspect.signature(builder).parameters
+    return None if any(p.kind is p.VAR_KEYWORD for p in params.values()) else tuple(params)
+
+
 def task_options(name: str) -> tuple[str, ...] | None:
     """The make-time options task ``name``'s builder takes, in its order (None: any keyword, which
     it passes on)."""
-    params = inspect.signature(_load(TASKS[name].builder)).parameters
-    return None if any(p.kind is p.VAR_KEYWORD for p in params.values()) else tuple(params)
+    return _takes(_load(TASKS[name].builder))
 
 
 def task_config(name: str, **options: Any) -> Any:
@@ -94,7 +98,7 @@ def task_config(name: str, **options: Any) -> Any:
     if not (isinstance(name, str) and name in TASKS):
         raise unknown_task(name)
     builder = _load(TASKS[name].builder)
-    params = task_options(name)  # None: any keyword, checked where it is passed on
+    params = _takes(builder)  # None: any keyword, checked where it is passed on
     unknown = [] if params is None else sorted(k for k in options if k not in params)
     if unknown:
         takes = sorted(params) or "none"
