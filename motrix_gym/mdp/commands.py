@@ -92,7 +92,7 @@ class VelocityCommand:
         if self.curriculum:
             f = self.levels[self.level]
             lo, hi = lo * f, hi * f
-        rate = torch.where(self.standing, 0.0, torch.minimum(torch.maximum(self.heading_gain * error, lo), hi))
+        rate = torch.where(self.standing, 0.0, (self.heading_gain * error).clamp(lo, hi))
         self.value[:, 2].copy_(rate if mask is None else torch.where(mask, rate, self.value[:, 2]))
 
     def reset(self, env: Context, mask: torch.Tensor) -> None:
