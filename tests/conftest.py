@@ -59,6 +59,14 @@ def random_actions(steps: int, num_envs: int, dim: int, std: float = 1.5, seed: 
     return (np.random.default_rng(seed).standard_normal((steps, num_envs, dim)) * std).astype(np.float32)
 
 
+def tiny(task: str):
+    """``task``'s PPO settings shrunk to run an iteration in moments: 4 lanes, 4 steps, 16 units."""
+    from motrix_gym.envs import ppo_config
+
+    return ppo_config(task).with_(num_envs=4, num_steps_per_env=4, num_learning_epochs=1, num_mini_batches=1,
+                                  actor_hidden=(16,), critic_hidden=(16,), save_interval=1)
+
+
 def _owners(rt) -> dict[str, object]:
     """The objects that hold the runtime's state, by the prefix of their tensors' snapshot keys."""
     return {"ctx": rt.ctx, "rt": rt, "rng": rt.ctx.rng, **{f"cmd.{k}": c for k, c in rt.ctx.commands.items()},

@@ -16,18 +16,12 @@ import torch
 from torch.nn.modules.module import register_module_forward_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from conftest import needs_gl
-from motrix_gym.envs import ppo_config
+from conftest import needs_gl, tiny
 from motrix_gym.learn import checkpoint
 from motrix_gym.learn.evaluate import evaluate
 from motrix_gym.learn.play import load_policy, play
 from motrix_gym.learn.train import train
 from motrix_gym.registry import BUILTIN, env_id
-
-
-def tiny(task: str):
-    return ppo_config(task).with_(num_envs=4, num_steps_per_env=4, num_learning_epochs=1, num_mini_batches=1,
-                                  actor_hidden=(16,), critic_hidden=(16,), save_interval=1)
 
 
 def _not_json(constant: str):

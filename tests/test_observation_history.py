@@ -8,7 +8,7 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
-from conftest import random_actions
+from conftest import random_actions, tiny
 from motrix_gym.envs import task_config
 from motrix_gym.manager.resolver import TaskConfigError
 from motrix_gym.vector_env import MotrixVectorEnv
@@ -120,13 +120,12 @@ def go1_history():
     test runs."""
     import gymnasium as gym
 
-    from motrix_gym.envs import TASKS, ppo_config
+    from motrix_gym.envs import TASKS
     from motrix_gym.registry import env_id, register_task
 
-    tiny = ppo_config("Go1WalkFlat").with_(num_envs=4, num_steps_per_env=4, num_learning_epochs=1,
-                                           num_mini_batches=1, actor_hidden=(16,), critic_hidden=(16,))
-    register_task("Go1History", lambda **options: with_history(HISTORY, **options), ppo=tiny)
-    yield env_id("Go1History"), tiny
+    ppo = tiny("Go1WalkFlat")
+    register_task("Go1History", lambda **options: with_history(HISTORY, **options), ppo=ppo)
+    yield env_id("Go1History"), ppo
     TASKS.pop("Go1History")
     gym.registry.pop(env_id("Go1History"))
 
@@ -138,7 +137,7 @@ def test_a_model_starts_only_from_a_checkpoint_whose_shared_terms_kept_the_same_
     from motrix_gym.learn.train import train
     from motrix_gym.registry import env_id
 
-    task, tiny = go1_history
+    task, ppo = go1_history
     kept = train(task, iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False)
     again = train(task, iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
                   start_from=kept.checkpoint)  # the same histories: it starts
@@ -147,5 +146,5 @@ def test_a_model_starts_only_from_a_checkpoint_whose_shared_terms_kept_the_same_
                                               r"histories \[2, 3\], Motrix/Go1WalkFlat-v0's 'policy' "
                                               r"observations keep \[1, 1\]"):
         train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path / "bad", compile=False, progress=False,
-              config=tiny, start_from=kept.checkpoint)
+              config=ppo, start_from=kept.checkpoint)
     assert not (tmp_path / "bad").exists()
