@@ -62,7 +62,8 @@ class VelocityCommand:
         self.error_sum = torch.zeros(L, device=env.device)  # planar velocity error over the episode
         self.started = torch.zeros(L, dtype=torch.bool, device=env.device)  # the lane has had an episode
         self.heading, self.heading_gain = heading, heading_gain
-        self.target = torch.zeros(L, device=env.device)  # the heading asked (rad, world), with ``heading``
+        # the heading asked (rad, world)
+        self.target = torch.zeros(L, device=env.device) if heading is not None else None
 
     @property
     def curriculum(self) -> bool:
