@@ -220,8 +220,8 @@ def cmd_play(args: argparse.Namespace) -> None:
     path = resolve(args.checkpoint) if args.checkpoint else latest(args.log_dir, args.env_id)
     print(f"checkpoint: {path}")
     res = play(args.env_id, path, out=args.out, lanes=args.lanes, steps=args.steps, every=args.every,
-               export=args.export, seed=args.seed, width=args.width, height=args.height, command=args.command,
-               markers=args.markers)
+               export=args.export, seed=args.seed, width=args.width, height=args.height, markers=args.markers,
+               task_options=args.task_options)
     print(f"\n{res.steps} steps x {args.lanes} lanes, {res.episodes_ended} episodes ended")
     print("mean reward per env step, by term (weight * dt included):")
     for name, v in res.reward_terms.items():
@@ -342,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--command", type=velocity_command, default=None, metavar="VX,VY,WZ",
                     help="velocity tasks: give every lane this command, m/s and rad/s (a negative first "
                          "value: --command=-0.5,0,0)")
+    pl.add_argument("--task-option", type=task_option, action="append", default=[], metavar="NAME=VALUE",
+                    help="a make-time option of the task to play it with (repeatable), such as the ones the "
+                         "policy was trained with: heading_command=true, ...")
     pl.set_defaults(func=cmd_play)
     bench = sub.add_parser("bench", help="env-steps/s vs raw physics, runtime cost, memory per lane")
     from motrix_gym.bench import add_arguments
@@ -376,9 +379,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "train":
         _refuse_twice(tr, "--ppo", args.ppo + ([("num_envs", args.num_envs)] if args.num_envs is not None else []),
                       "--num-envs sets num_envs")
-    if args.cmd == "play" and args.command is not None:
-        _as_argument_error(pl, "--command", lambda: task_config(task_name(args.env_id), mode="play",
-                                                                command=args.command))
+    if args.cmd == "play":
+        options = args.task_option + ([("command", args.command)] if args.command is not None else [])
+        _refuse_twice(pl, "--task-option", options, "--command sets command")
+        if "mode" in dict(options):
+            pl.error("argument --task-option: mode: play runs the task's play mode")
+        args.task_options = dict(options)
+        flag = "--task-option" if args.task_option else "--command"
+        if args.task_options:
+            _as_argument_error(pl, flag, lambda: task_config(task_name(args.env_id), mode="play",
+                                                             **args.task_options))
     try:
         code = args.func(args) or 0
         sys.stdout.flush()  # output that a closed pipe refuses is found here, not at the interpreter's exit

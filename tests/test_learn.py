@@ -329,6 +329,9 @@ def test_cli_train_then_play_writes_a_gif(tmp_path):
                           "--steps", "6", "--lanes", "2", "--command=-0.5,0,0.25"], capture_output=True, text=True)
     assert run.returncode == 0 and gif.stat().st_size > 1000, run.stderr[-2000:]
     assert f"checkpoint: {ckpt}" in run.stdout  # the newest run's last checkpoint
+    run = subprocess.run([*cli, "play", "G1WalkFlat", "--log-dir", str(tmp_path), "--steps", "2",
+                          "--task-option", "heading_command=true"], capture_output=True, text=True)
+    assert run.returncode == 0 and "base_velocity/yaw_rate_error" in run.stdout, run.stderr[-2000:]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -617,3 +620,40 @@ def test_task_options_train_with_the_run_and_stay_with_it_when_resumed(tmp_path)
                          capture_output=True, text=True)
     assert run.returncode == 2 and "argument --command-curriculum: Motrix/G1WbtDance-v0 got an unexpected" in (
         run.stderr)
+
+
+def test_play_takes_task_options_and_refuses_those_its_policy_cannot_read(tmp_path):
+    res = train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
+                config=tiny("Go1WalkFlat"))
+
+    def played(**kwargs) -> dict[str, float]:
+        return play(env_id("Go1WalkFlat"), res.checkpoint, steps=30, lanes=2, progress=False, **kwargs).reward_terms
+
+    plain, heading = played(), played(task_options={"heading_command": True})
+    assert heading["track_ang_vel"] != plain["track_ang_vel"]  # the lanes steer to a heading instead
+    assert played(command=(0.5, 0.0, 0.0)) == played(task_options={"command": (0.5, 0.0, 0.0)}) != plain
+    for bad, message in (({"task_options": {"mode": "train"}}, "other than mode"),
+                         ({"task_options": [("heading_command", True)]}, "must be a mapping"),
+                         ({"task_options": {"command": (0.5, 0, 0)}, "command": (0.5, 0, 0)}, "give the command once"),
+                         ({"task_options": {"gait": 1}}, "unexpected keyword argument 'gait'")):
+        with pytest.raises((TypeError, ValueError), match=message):
+            played(**bad)
+    saved = torch.load(res.checkpoint, weights_only=True)
+    saved["infos"]["task"]["observations"]["policy"].remove("base_ang_vel")  # as if trained on another layout
+    torch.save(saved, other := tmp_path / "model_5.pt")
+    with pytest.raises(checkpoint.CheckpointError, match="observed observations .* with task options {} has"):
+        play(env_id("Go1WalkFlat"), other, steps=1, progress=False)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--task-option", "mode=train"], "argument --task-option: mode: play runs the task's play mode"),
+    (["--task-option", "command=1,0,0", "--command", "1,0,0"], "argument --task-option: ['command'] given twice"),
+    (["--task-option", "gait=1"], "argument --task-option: Motrix/Go1WalkFlat-v0 got an unexpected keyword argument"),
+    (["--task-option", "heading_command=maybe"], "argument --task-option: Go1WalkFlat: heading_command must be"),
+])
+def test_a_task_option_play_cannot_take_is_an_argument_error(argv, message, tmp_path, capsys):
+    from motrix_gym.__main__ import main
+
+    with pytest.raises(SystemExit) as exit:
+        main(["play", "Motrix/Go1WalkFlat-v0", *argv, "--log-dir", str(tmp_path)])
+    assert exit.value.code == 2 and message in capsys.readouterr().err

@@ -4,7 +4,7 @@ tracking errors; optionally exported to ONNX."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from motrix_gym.learn import checkpoint
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import PpoConfig
 from motrix_gym.learn.export import deployment_metadata, export_onnx
+from motrix_gym.learn.model_init import task_facts
 from motrix_gym.registry import check_id
 from motrix_gym.sim.render import tile
 from motrix_gym.video import VIDEO_SUFFIXES, check_writer, write_video
@@ -46,13 +47,16 @@ def load_policy(path: str | Path, env: Any) -> tuple[Callable, Any]:
 def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None, lanes: int = 1,
          steps: int | None = None, every: int = 2, export: str | None = None, seed: int = 0,
          width: int = 480, height: int = 360, progress: bool = True,
-         command: Sequence[float] | None = None, markers: bool = True) -> PlayResult:
+         command: Sequence[float] | None = None, markers: bool = True,
+         task_options: Mapping[str, Any] | None = None) -> PlayResult:
     """Run the policy of ``checkpoint_path`` (a run's folder: its last checkpoint) for ``steps`` env
     steps (default: one episode, at most 10 s) on ``lanes`` lanes; write every ``every``-th frame
     to ``out`` (.gif or .mp4, lanes tiled); ``export="onnx"`` writes ``policy.onnx`` beside the
     checkpoint, with the metadata a robot's controller needs (``learn/export.py``).
     ``command=(vx, vy, yaw_rate)`` gives every lane of a velocity-tracking task that command;
-    ``markers`` draws what the commands ask in the video (``render_markers``)."""
+    ``markers`` draws what the commands ask in the video (``render_markers``).
+    ``task_options``: make-time options of the task (``heading_command=True``, ...; not ``mode``,
+    which is play's), for example the ones the policy was trained with."""
     from tqdm import tqdm
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
@@ -67,6 +71,14 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         raise ValueError(f"steps must be None (one episode, at most 10 s) or an int >= 1, got {steps!r}")
     if not isinstance(markers, bool):
         raise ValueError(f"markers must be True or False, got {markers!r}")
+    if not (task_options is None or isinstance(task_options, Mapping)) or "mode" in (task_options or {}):
+        raise ValueError("task_options must be a mapping of the task's make-time options other than mode "
+                         f"(play runs the play mode), got {task_options!r}")
+    options = dict(task_options or {})
+    if command is not None:
+        if "command" in options:
+            raise ValueError("give the command once: as command or as task_options['command']")
+        options["command"] = command
     if out is not None:
         out = check_out_path(out, VIDEO_SUFFIXES)
         check_writer(out.suffix)
@@ -74,9 +86,14 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     meta = checkpoint.load(checkpoint_path)["infos"]
     if meta["env_id"] != env_id:
         raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} was trained on {meta['env_id']}, not {env_id}")
+    if "task" in meta:  # the policy reads the observations it was trained on, whatever the options
+        now = task_facts(env_id, mode="play", **options)
+        for key in ("observations", "history"):
+            if meta["task"].get(key, now[key]) != now[key]:
+                raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} observed {key} {meta['task'][key]}, "
+                                      f"{env_id} with task options {options} has {now[key]}")
     render = {} if out is None else {"render_mode": "rgb_array", "width": width, "height": height,
                                      "render_markers": markers}
-    options = {} if command is None else {"command": command}
     env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render,
                       **options)
     base = env.env
