@@ -333,6 +333,10 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
             if not (isinstance(t.history, int) and not isinstance(t.history, bool) and t.history >= 1):
                 raise TaskConfigError(f"observation term {t.name!r}: history must be an int >= 1 (observations "
                                       f"kept, the current one included), got {t.history!r}")
+            if not (isinstance(t.delay, tuple) and len(t.delay) == 2 and all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in t.delay) and 0 <= t.delay[0] <= t.delay[1]):
+                raise TaskConfigError(f"observation term {t.name!r}: delay must be a tuple (lo, hi) of ints with "
+                                      f"0 <= lo <= hi (env steps), got {t.delay!r}")
 
     bad_reads = [r for r in task.extra_reads if r not in EXTRA_READS]
     if bad_reads:

@@ -63,6 +63,10 @@ class ObservationTerm:
     ``history``: the slice holds the term's last ``history`` observations (each scaled, noised
     and clipped as it was observed), oldest first; after a reset every one of them is the
     first observation of the episode.
+    ``delay=(lo, hi)``: the slice shows what the term observed ``lag`` env steps before, ``lag``
+    an int drawn uniformly from ``lo..hi`` per lane at each episode's start (the latency of a
+    robot's sensing; the observations before an episode's first are that first one). A history
+    is then the ``history`` observations that end ``lag`` steps before.
     """
 
     name: str
@@ -72,6 +76,7 @@ class ObservationTerm:
     noise: tuple[float, float] | None = None
     clip: tuple[float, float] | None = None
     history: int = 1
+    delay: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)

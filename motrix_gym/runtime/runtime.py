@@ -82,14 +82,19 @@ class Observe:
     def __init__(self, rt: TorchManagerRuntime, group: str) -> None:
         self.rt, self.terms = rt, rt.program.observations[group]
         self.noise, self.dims = rt._noise[group], rt.term_dims[group]
-        # Terms with a history keep, per lane, their last ``history`` observations (``kept``, oldest
-        # first, term after term): the slices they last gave. The step graph's observation moves
-        # each on by one (``advance``); observing a lane again within a step (after an event)
-        # replaces its newest entry only; the first observation of an episode (``episode_step``
-        # 0: a reset) fills it.
+        # Terms with a history or a delay keep, per lane, their last ``history + delay[1]``
+        # observations (``kept``, oldest first, term after term): the slices they last gave. The
+        # step graph's observation moves each on by one (``advance``); observing a lane again
+        # within a step (after an event) replaces its newest entry only; the first observation of
+        # an episode (``episode_step`` 0: a reset) fills it, and draws the lane's lag for each
+        # delayed term (``lag``; a fixed delay draws nothing).
         L = rt.ctx.num_lanes
-        width = sum(t.cfg.history * d for t, d in zip(self.terms, self.dims) if t.cfg.history > 1)
+        self.depth = [t.cfg.history + t.cfg.delay[1] for t in self.terms]
+        width = sum(k * d for k, d in zip(self.depth, self.dims) if k > 1)
         self.kept = torch.zeros(L, width) if width else None
+        delays = [t.cfg.delay for t in self.terms if t.cfg.delay[1] > 0]
+        self.lag = torch.zeros(L, len(delays), dtype=torch.int64) if delays else None
+        self.lag_lo, self.lag_span = [lo for lo, _ in delays], [hi - lo + 1 for lo, hi in delays]
 
     def __call__(self, out: Tensor, mask: Tensor) -> None:
         self.observe(out, mask, advance=False)  # a constant to Dynamo: a graph's arguments are tensors
@@ -100,10 +105,12 @@ class Observe:
         # Inductor compute every element through a chain of selects.
         ctx, noise = self.rt.ctx, self.noise
         u = None if noise is None else ctx.rng.range(noise[0], noise[1], (sum(self.dims),), mask)
-        parts, kept, start, p = [], [], 0, 0
+        parts, kept, start, p, j = [], [], 0, 0, 0
         if self.kept is not None:
             fresh = (ctx.episode_step == 0).unsqueeze(-1)  # a lane's first observation of its episode
-        for t, d in zip(self.terms, self.dims):
+        if self.lag is not None:
+            lag = self._lags(mask, fresh)
+        for t, d, k in zip(self.terms, self.dims, self.depth):
             x = _call(t, ctx)
             if t.cfg.scale != 1.0:
                 x = x * t.cfg.scale
@@ -111,21 +118,43 @@ class Observe:
                 x = x + u[:, start:start + d]
             if t.cfg.clip is not None:
                 x = x.clamp(t.cfg.clip[0], t.cfg.clip[1])
-            if t.cfg.history > 1:
-                w = t.cfg.history * d
-                last = self.kept[:, p:p + w]
-                # advancing, the oldest drops out; observing again, the newest is replaced
-                earlier = last[:, d:] if advance else last[:, :w - d]
-                earlier = torch.where(fresh, x.repeat(1, t.cfg.history - 1), earlier)
-                parts.append(earlier)
-                kept += [earlier, x]
-                p += w
-            parts.append(x)
             start += d
+            if k == 1:
+                parts.append(x)
+                continue
+            w = k * d
+            last = self.kept[:, p:p + w]
+            # advancing, the oldest drops out; observing again, the newest is replaced
+            earlier = last[:, d:] if advance else last[:, :w - d]
+            earlier = torch.where(fresh, x.repeat(1, k - 1), earlier)
+            kept += [earlier, x]
+            p += w
+            if t.cfg.delay[1] == 0:
+                parts += [earlier, x]
+                continue
+            # the ``history`` entries that end ``lag`` before the newest
+            h = t.cfg.history
+            first = (k - h - lag[:, j]).unsqueeze(-1) + torch.arange(h, device=lag.device)
+            entries = torch.cat([earlier, x], dim=-1).reshape(-1, k, d)
+            parts.append(entries.gather(1, first.unsqueeze(-1).expand(-1, -1, d)).reshape(-1, h * d))
+            j += 1
         m = mask.unsqueeze(-1)
         out.copy_(torch.where(m, torch.cat(parts, dim=-1), out))
         if self.kept is not None:
             self.kept.copy_(torch.where(m, torch.cat(kept, dim=-1), self.kept))
+
+    def _lags(self, mask: Tensor, fresh: Tensor) -> Tensor:
+        """Each delayed term's lag per lane: drawn from ``lo..hi`` for the masked lanes that start
+        an episode, else the one drawn at their episode's start."""
+        lo, span = self.lag.new_tensor(self.lag_lo), self.lag.new_tensor(self.lag_span)
+        if max(self.lag_span) > 1:
+            u = self.rt.ctx.rng.uniform((len(self.lag_lo),), mask & fresh[:, 0])
+            new = lo + torch.minimum((u * span).long(), span - 1)  # u < 1; the minimum guards rounding
+        else:
+            new = lo.expand_as(self.lag)
+        lag = torch.where(fresh, new, self.lag)
+        self.lag.copy_(torch.where(mask.unsqueeze(-1), lag, self.lag))
+        return lag
 
 
 class EvaluateObserve:
