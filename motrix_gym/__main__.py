@@ -54,6 +54,20 @@ def cmd_list(args: argparse.Namespace) -> None:
         print(f"  {'any keyword' if options is None else ', '.join(options) or 'none'}: {', '.join(names)}")
 
 
+def cmd_describe(args: argparse.Namespace) -> None:
+    """Print the tables of terms of a task made with the given options (one lane, eager)."""
+    import gymnasium as gym
+
+    import motrix_gym  # noqa: F401
+    from motrix_gym.describe import describe
+
+    env = gym.make_vec(args.env_id, num_envs=1, compile=False, progress=False, **args.task_options)
+    try:
+        print(describe(env))
+    finally:
+        env.close()
+
+
 def cmd_run(args: argparse.Namespace) -> None:
     """Step an env with random actions; print throughput and the mean of each reward term."""
     import gymnasium as gym
@@ -151,7 +165,20 @@ def _refuse_twice(parser: argparse.ArgumentParser, flag: str, settings: list[tup
     names = [name for name, _ in settings]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
-        parser.error(f"argument {flag}: {twice} given twice ({hint})")
+        parser.error(f"argument {flag}: {twice} given twice" + (f" ({hint})" if hint else ""))
+
+
+def _task_options(parser: argparse.ArgumentParser, args: argparse.Namespace, implied: list[tuple[str, object]],
+                  implied_by: str, **fixed: object) -> None:
+    """``args.task_options``: the ``--task-option`` settings and those ``implied`` by the flag
+    ``implied_by``, each name once, checked by building the task's config (with ``fixed`` options
+    too); a problem is ``parser``'s one-line error."""
+    options = args.task_option + implied
+    _refuse_twice(parser, "--task-option", options, f"{implied_by} sets {implied[0][0]}" if implied else "")
+    args.task_options = dict(options)
+    flag = "--task-option" if args.task_option else implied_by
+    if args.task_options:
+        _as_argument_error(parser, flag, lambda: task_config(task_name(args.env_id), **fixed, **args.task_options))
 
 
 def _require_train_extra() -> None:
@@ -262,6 +289,12 @@ def main(argv: list[str] | None = None) -> int:
     ls.add_argument("modules", nargs="*", type=import_tasks, metavar="MODULE",
                     help="first import these modules, which register tasks of their own")
     ls.set_defaults(func=cmd_list)
+    ds = sub.add_parser("describe", help="a task's tables of terms: observations (with their columns), rewards, "
+                                         "terminations, commands, events, resets, actions, randomisation")
+    ds.add_argument("env_id", type=task_id, help=TASK_HELP)
+    ds.add_argument("--task-option", type=task_option, action="append", default=[], metavar="NAME=VALUE",
+                    help="a make-time option of the task (repeatable): mode=play, heading_command=true, ...")
+    ds.set_defaults(func=cmd_describe)
     run = sub.add_parser("run", help="step a task with random actions")
     run.add_argument("env_id", type=task_id, help=TASK_HELP)
     run.add_argument("--num-envs", type=count(1), default=64)
@@ -359,12 +392,10 @@ def main(argv: list[str] | None = None) -> int:
 
         _as_argument_error(bench, "--startup", lambda: check_startup_task(args.env_id))
     if args.cmd == "train":
-        options = args.task_option + ([("command_curriculum", True)] if args.command_curriculum else [])
-        _refuse_twice(tr, "--task-option", options, "--command-curriculum sets command_curriculum")
-        args.task_options = dict(options)
-        flag = "--task-option" if args.task_option else "--command-curriculum"
-        if args.task_options:
-            _as_argument_error(tr, flag, lambda: task_config(task_name(args.env_id), **args.task_options))
+        _task_options(tr, args, [("command_curriculum", True)] if args.command_curriculum else [],
+                      "--command-curriculum")
+    if args.cmd == "describe":
+        _task_options(ds, args, [], "")
     if args.cmd == "train":
         from motrix_gym.learn.checkpoint import check_log_dir, task_folder
 
@@ -380,15 +411,10 @@ def main(argv: list[str] | None = None) -> int:
         _refuse_twice(tr, "--ppo", args.ppo + ([("num_envs", args.num_envs)] if args.num_envs is not None else []),
                       "--num-envs sets num_envs")
     if args.cmd == "play":
-        options = args.task_option + ([("command", args.command)] if args.command is not None else [])
-        _refuse_twice(pl, "--task-option", options, "--command sets command")
-        if "mode" in dict(options):
+        if any(name == "mode" for name, _ in args.task_option):
             pl.error("argument --task-option: mode: play runs the task's play mode")
-        args.task_options = dict(options)
-        flag = "--task-option" if args.task_option else "--command"
-        if args.task_options:
-            _as_argument_error(pl, flag, lambda: task_config(task_name(args.env_id), mode="play",
-                                                             **args.task_options))
+        _task_options(pl, args, [("command", args.command)] if args.command is not None else [], "--command",
+                      mode="play")
     try:
         code = args.func(args) or 0
         sys.stdout.flush()  # output that a closed pipe refuses is found here, not at the interpreter's exit
