@@ -89,8 +89,10 @@ def task_options(name: str) -> tuple[str, ...] | None:
     return _takes(_load(TASKS[name].builder))
 
 
-def task_config(name: str, **options: Any) -> Any:
-    """Build the TaskConfig of task ``name`` with make-time ``options``.
+def task_config(name: str, overrides: Any = None, **options: Any) -> Any:
+    """Build the TaskConfig of task ``name`` with make-time ``options``, then change it by
+    ``overrides`` (``{"rewards.alive.weight": 0.0, ...}``: ``manager/overrides.py``), which
+    every task takes.
 
     An option the task does not take is a TypeError naming it, as Python reports an unexpected
     keyword argument (trainers such as TorchRL rely on that wording to fall back, e.g. to their
@@ -109,4 +111,8 @@ def task_config(name: str, **options: Any) -> Any:
     cfg = builder(**options)
     if not isinstance(cfg, TaskConfig):
         raise TypeError(f"the builder of Motrix/{name}-v0 returned a {type(cfg).__name__}, not a TaskConfig")
-    return cfg
+    if overrides is None:
+        return cfg
+    from motrix_gym.manager.overrides import apply
+
+    return apply(cfg, overrides)

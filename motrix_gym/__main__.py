@@ -49,7 +49,8 @@ def cmd_list(args: argparse.Namespace) -> None:
     takers: dict[tuple[str, ...] | None, list[str]] = {}
     for name in TASKS:
         takers.setdefault(task_options(name), []).append(name)
-    print("\nmake-time options (keywords of gym.make_vec, train --task-option NAME=VALUE):")
+    print("\nmake-time options (keywords of gym.make_vec, train --task-option NAME=VALUE); every task also takes "
+          "overrides={PATH: VALUE} (--override PATH=VALUE, e.g. rewards.alive.weight=0; `describe` lists the terms):")
     for options, names in takers.items():
         print(f"  {'any keyword' if options is None else ', '.join(options) or 'none'}: {', '.join(names)}")
 
@@ -131,6 +132,21 @@ def cmd_render(args: argparse.Namespace) -> None:
     print(f"wrote {len(frames)} frames to {args.out}")
 
 
+OVERRIDE_HELP = ("change one value of the task's config (repeatable), read as the value it replaces: "
+                 "rewards.alive.weight=0, observations.policy.joint_pos.noise=-0.02,0.02, "
+                 "events.push.interval_s=2,4, episode_length_s=10")
+
+
+def override(text: str) -> tuple[str, str]:
+    """``PATH=VALUE``: a dotted path into a task's config and the text of its new value, read
+    when the task is known (``manager.overrides.read``)."""
+    path, eq, raw = text.partition("=")
+    if not eq or not all(p.isidentifier() for p in path.split(".")):
+        raise argparse.ArgumentTypeError(f"expected PATH=VALUE with PATH a dotted path such as "
+                                         f"rewards.alive.weight, got {text!r}")
+    return path, raw
+
+
 def _ppo_setting(text: str) -> tuple[str, object]:
     from motrix_gym.learn.config import PpoConfig
 
@@ -174,11 +190,24 @@ def _task_options(parser: argparse.ArgumentParser, args: argparse.Namespace, imp
     ``implied_by``, each name once, checked by building the task's config (with ``fixed`` options
     too); a problem is ``parser``'s one-line error."""
     options = args.task_option + implied
+    if "overrides" in dict(options):
+        parser.error("argument --task-option: overrides: give each as --override PATH=VALUE")
     _refuse_twice(parser, "--task-option", options, f"{implied_by} sets {implied[0][0]}" if implied else "")
     args.task_options = dict(options)
     flag = "--task-option" if args.task_option else implied_by
     if args.task_options:
         _as_argument_error(parser, flag, lambda: task_config(task_name(args.env_id), **fixed, **args.task_options))
+    if args.override:
+        from motrix_gym.manager.overrides import read
+
+        _refuse_twice(parser, "--override", args.override, "")
+        base = task_config(task_name(args.env_id), **fixed, **args.task_options)
+        typed: dict[str, object] = {}
+        _as_argument_error(parser, "--override", lambda: typed.update(
+            (path, read(base, path, raw)) for path, raw in args.override))
+        args.task_options["overrides"] = typed
+        _as_argument_error(parser, "--override", lambda: task_config(task_name(args.env_id), **fixed,
+                                                                     **args.task_options))
 
 
 def _require_train_extra() -> None:
@@ -275,7 +304,9 @@ def _user_errors() -> tuple[type[Exception], ...]:
     found = []
     for module, name in (("motrix_gym.sim.render", "RenderingUnavailable"),
                          ("motrix_gym.learn.checkpoint", "CheckpointError"),
-                         ("motrix_gym.sim.backend", "MissingExtra")):
+                         ("motrix_gym.sim.backend", "MissingExtra"),
+                         ("motrix_gym.manager.resolver", "TaskConfigError"),  # a custom task's or an override's
+                         ("motrix_gym.manager.overrides", "OverrideError")):
         if module in sys.modules:
             found.append(getattr(sys.modules[module], name))
     return tuple(found)
@@ -294,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     ds.add_argument("env_id", type=task_id, help=TASK_HELP)
     ds.add_argument("--task-option", type=task_option, action="append", default=[], metavar="NAME=VALUE",
                     help="a make-time option of the task (repeatable): mode=play, heading_command=true, ...")
+    ds.add_argument("--override", type=override, action="append", default=[], metavar="PATH=VALUE",
+                    help=OVERRIDE_HELP)
     ds.set_defaults(func=cmd_describe)
     run = sub.add_parser("run", help="step a task with random actions")
     run.add_argument("env_id", type=task_id, help=TASK_HELP)
@@ -336,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="a make-time option of the task for training (repeatable; the final comparison, play "
                          "and videos run the task without it): sampling=uniform, command=0.5,0,0, ... VALUE: "
                          "true or false, a number, comma-separated numbers, else text")
+    tr.add_argument("--override", type=override, action="append", default=[], metavar="PATH=VALUE",
+                    help=OVERRIDE_HELP)
     start = tr.add_mutually_exclusive_group()
     start.add_argument("--resume", default=None, metavar="CHECKPOINT",
                        help="continue from a model_<it>.pt (a run's folder: its last)")
@@ -378,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--task-option", type=task_option, action="append", default=[], metavar="NAME=VALUE",
                     help="a make-time option of the task to play it with (repeatable), such as the ones the "
                          "policy was trained with: heading_command=true, ...")
+    pl.add_argument("--override", type=override, action="append", default=[], metavar="PATH=VALUE",
+                    help=OVERRIDE_HELP)
     pl.set_defaults(func=cmd_play)
     bench = sub.add_parser("bench", help="env-steps/s vs raw physics, runtime cost, memory per lane")
     from motrix_gym.bench import add_arguments

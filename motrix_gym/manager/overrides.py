@@ -1,0 +1,159 @@
+"""A built TaskConfig changed by path, as Hydra or tyro change Isaac Lab's and mjlab's configs:
+``rewards.track_lin_vel.weight``, ``observations.policy.joint_pos.noise``,
+``events.push.interval_s``, ``commands.base_velocity.params.ranges``, ``episode_length_s``.
+
+A path walks a dataclass by field, a tuple of terms by term name and a dict (observation groups,
+a term's params) by key. A new value must be of the kind it replaces: a bool for a bool, an int
+for an int, a number for a float, a str for a str, a tuple of as many for a tuple (each element
+so), anything where the config holds None. Terms, functions and classes are not values: change
+their fields. The env's own checks (the resolver's) then judge the values when it is made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+
+class OverrideError(ValueError):
+    """An override whose path or value does not fit the config; names the path."""
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _children(obj: Any) -> dict[str, Any] | None:
+    """What a path may step into from ``obj``, by name; None for a value."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    if isinstance(obj, tuple) and obj and all(dataclasses.is_dataclass(t) and hasattr(t, "name") for t in obj):
+        return {t.name: t for t in obj}
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    return None
+
+
+def _rebuilt(obj: Any, key: str, value: Any) -> Any:
+    """``obj`` (from ``_children``) with its child ``key`` replaced."""
+    if isinstance(obj, tuple):
+        return tuple(value if t.name == key else t for t in obj)
+    if isinstance(obj, Mapping):
+        return {**obj, key: value}
+    return dataclasses.replace(obj, **{key: value})
+
+
+def _kind(old: Any) -> str:
+    if isinstance(old, bool):
+        return "true or false"
+    return {int: "an int", float: "a number", str: "text"}.get(type(old), f"a {type(old).__name__}")
+
+
+def _fit(path: str, old: Any, new: Any) -> Any:
+    """``new`` as the value at ``path`` in place of ``old``, or an OverrideError."""
+    if old is None:
+        return new
+    if isinstance(old, bool):
+        ok = isinstance(new, bool)
+    elif isinstance(old, int):
+        ok = isinstance(new, int) and not isinstance(new, bool)
+    elif isinstance(old, float):
+        ok = _is_number(new)
+        new = float(new) if ok else new  # an int for a float: the same number
+    elif isinstance(old, str):
+        ok = isinstance(new, str)
+    elif isinstance(old, tuple) and _children(old) is None:
+        if not (isinstance(new, tuple) and (not old or len(new) == len(old))):
+            raise OverrideError(f"override {path!r}: expected a tuple of {len(old)}, like {old!r}, got {new!r}")
+        return new if not old else tuple(_fit(f"{path}[{i}]", o, n) for i, (o, n) in enumerate(zip(old, new)))
+    elif isinstance(old, Mapping):
+        ok = isinstance(new, Mapping)
+    else:
+        raise OverrideError(f"override {path!r}: it holds a {type(old).__name__}, not a value; change its fields")
+    if not ok:
+        raise OverrideError(f"override {path!r}: expected {_kind(old)}, like {old!r}, got {new!r}")
+    return new
+
+
+def _walk(obj: Any, parts: list[str], done: str) -> Any:
+    """The value at ``parts`` under ``obj`` (reached by ``done``)."""
+    if not parts:
+        return obj
+    children = _children(obj)
+    where = done or "the task"
+    if children is None:
+        raise OverrideError(f"override {done!r}: it is a value; {'.'.join(parts)!r} cannot be found in it")
+    if parts[0] not in children:
+        raise OverrideError(f"override {'.'.join([*filter(None, [done]), *parts])!r}: {where} has no "
+                            f"{parts[0]!r} (it has {sorted(children)})")
+    return _walk(children[parts[0]], parts[1:], f"{done}.{parts[0]}" if done else parts[0])
+
+
+def current(cfg: Any, path: str) -> Any:
+    """The value at ``path`` in ``cfg``; an OverrideError if there is none."""
+    if not (isinstance(path, str) and path and all(path.split("."))):
+        raise OverrideError(f"override paths are dotted names like 'rewards.alive.weight', got {path!r}")
+    return _walk(cfg, path.split("."), "")
+
+
+def apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
+    """``cfg`` with each ``path: value`` of ``overrides`` in place; ``cfg`` itself is unchanged."""
+    if not isinstance(overrides, Mapping):
+        raise OverrideError(f"overrides must be a mapping of path to value, got {overrides!r}")
+    for path, value in overrides.items():
+        old = current(cfg, path)
+        if _children(old) is not None and not isinstance(old, Mapping):
+            raise OverrideError(f"override {path!r}: it holds a {type(old).__name__}, not a value; change its fields")
+        cfg = _set(cfg, path.split("."), _fit(path, old, value))
+    return cfg
+
+
+def _set(obj: Any, parts: list[str], value: Any) -> Any:
+    if not parts:
+        return value
+    return _rebuilt(obj, parts[0], _set(_children(obj)[parts[0]], parts[1:], value))
+
+
+def _scalar(path: str, old: Any, raw: str) -> Any:
+    try:
+        if isinstance(old, bool):
+            if raw not in ("true", "false"):
+                raise ValueError
+            return raw == "true"
+        if isinstance(old, int):
+            return int(raw)
+        if isinstance(old, float):
+            x = float(raw)
+            if not math.isfinite(x):
+                raise ValueError
+            return x
+    except ValueError:
+        raise OverrideError(f"override {path!r}: expected {_kind(old)}, got {raw!r}") from None
+    if isinstance(old, str):
+        return raw
+    raise OverrideError(f"override {path!r}: a {type(old).__name__} ({old!r}) cannot be given as text; "
+                        "change it in Python")
+
+
+def read(cfg: Any, path: str, raw: str) -> Any:
+    """The text ``raw`` read as a value for ``path`` in ``cfg``, by the kind of the value there:
+    ``true``/``false``, an int, a number, text, comma-separated elements for a flat tuple; where
+    the config holds None, as ``true``/``false``, a number, numbers or else text."""
+    old = current(cfg, path)
+    if isinstance(old, tuple) and old and all(not isinstance(o, (tuple, Mapping)) for o in old):
+        items = raw.split(",")
+        if len(items) != len(old):
+            raise OverrideError(f"override {path!r}: expected {len(old)} comma-separated values, like "
+                                f"{','.join(str(o) for o in old)}, got {raw!r}")
+        return tuple(_scalar(f"{path}[{i}]", o, item) for i, (o, item) in enumerate(zip(old, items)))
+    if old is None:
+        if raw in ("true", "false"):
+            return raw == "true"
+        try:
+            numbers = tuple(float(p) for p in raw.split(","))
+        except ValueError:
+            return raw
+        return numbers[0] if len(numbers) == 1 else numbers
+    return _scalar(path, old, raw)

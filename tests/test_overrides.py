@@ -1,0 +1,139 @@
+"""Overrides: a task's config changed by path (``overrides={"rewards.alive.weight": 0.0}``,
+``--override PATH=VALUE``): exactly the value named changes, a bad path or value is refused naming
+it, the env runs what was asked, and a training run keeps them."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import tiny
+from motrix_gym.envs import task_config
+from motrix_gym.learn import checkpoint
+from motrix_gym.learn.train import train
+from motrix_gym.manager.overrides import OverrideError, apply, current, read
+from motrix_gym.registry import env_id
+from motrix_gym.vector_env import MotrixVectorEnv
+
+BASE = task_config("Go1WalkFlat")
+
+
+def leaves(obj, path=""):
+    """Every (path, value) of a config below ``path``, through fields, named terms and dicts."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        items = [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
+    elif isinstance(obj, tuple) and obj and all(dataclasses.is_dataclass(t) and hasattr(t, "name") for t in obj):
+        items = [(t.name, t) for t in obj]
+    elif isinstance(obj, dict):
+        items = list(obj.items())
+    else:
+        return [(path, obj)]
+    return [leaf for k, v in items for leaf in leaves(v, f"{path}.{k}" if path else k)]
+
+
+@pytest.mark.parametrize("path, value, stored", [
+    ("rewards.alive.weight", 0, 0.0),
+    ("observations.policy.joint_pos.history", 3, 3),
+    ("observations.policy.joint_vel.noise", (-0.5, 0.5), (-0.5, 0.5)),
+    ("observations.critic.joint_pos.clip", (-2, 2), (-2, 2)),  # None before: any value, the resolver checks
+    ("events.push.interval_s", (2, 4), (2.0, 4.0)),
+    ("commands.base_velocity.params.ranges", ((0, 1), (0, 0), (-1, 1)), ((0.0, 1.0), (0.0, 0.0), (-1.0, 1.0))),
+    ("terminations.fell_over.params.limit_angle", 1.0, 1.0),
+    ("randomization.friction", (0.5, 1.0), (0.5, 1.0)),
+    ("episode_length_s", 10, 10.0),
+    ("actions.clip", 3.0, 3.0),
+])
+def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
+    cfg = apply(BASE, {path: value})
+    assert current(cfg, path) == stored and type(current(cfg, path)) is type(stored)
+    before, after = dict(leaves(BASE)), dict(leaves(cfg))
+    changed = {p for p in before.keys() | after.keys() if before.get(p, "?") != after.get(p, "?")}
+    assert changed == {p for p in after if p == path or p.startswith(path + ".")}
+    assert task_config("Go1WalkFlat", overrides={path: value}) == cfg
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"rewards.alivee.weight": 1.0}, "override 'rewards.alivee.weight': rewards has no 'alivee' (it has ["),
+    ({"observations.actor.joint_pos.scale": 1.0}, "observations has no 'actor' (it has ['critic', 'policy'])"),
+    ({"rewards.alive.weight": True}, "override 'rewards.alive.weight': expected a number, like 0.5, got True"),
+    ({"rewards.alive.weight": "1"}, "expected a number, like 0.5, got '1'"),
+    ({"observations.policy.joint_pos.history": 2.0}, "expected an int, like 1, got 2.0"),
+    ({"events.push.interval_s": (1, 2, 3)}, "expected a tuple of 2, like (1.0, 3.0), got (1, 2, 3)"),
+    ({"events.push.interval_s": [1, 2]}, "expected a tuple of 2"),
+    ({"randomization.friction": (0.5, "a")}, "override 'randomization.friction[1]': expected a number"),
+    ({"rewards.alive": 1.0}, "override 'rewards.alive': it holds a RewardTerm, not a value; change its fields"),
+    ({"rewards.alive.func": len}, "override 'rewards.alive.func': it holds a function, not a value"),
+    ({"sim_dt.x": 1.0}, "override 'sim_dt': it is a value; 'x' cannot be found in it"),
+    ({"rewards..weight": 1.0}, "override paths are dotted names like 'rewards.alive.weight', got 'rewards..weight'"),
+    ({"mode": "play"}, "override 'mode': the task has no 'mode'"),
+])
+def test_a_bad_override_is_refused_naming_it(overrides, message):
+    with pytest.raises(OverrideError) as e:
+        task_config("Go1WalkFlat", overrides=overrides)
+    assert message in str(e.value)
+    assert task_config("Go1WalkFlat") == BASE  # nothing changed in what the builder gives
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False), st.integers(-10**6, 10**6))
+def test_text_reads_as_the_kind_of_the_value_it_replaces(x, n):
+    assert read(BASE, "rewards.alive.weight", repr(x)) == x
+    assert read(BASE, "observations.policy.joint_pos.history", str(n)) == n
+    assert read(BASE, "events.push.interval_s", f"{x!r},{n}") == (x, float(n))
+    assert read(BASE, "observations.policy.joint_pos.clip", f"{x!r},{n}") == (x, float(n))  # None: numbers
+
+
+@pytest.mark.parametrize("path, raw, message", [
+    ("rewards.alive.weight", "inf", "expected a number, got 'inf'"),
+    ("observations.policy.joint_pos.history", "2.5", "expected an int, got '2.5'"),
+    ("events.push.interval_s", "1", "expected 2 comma-separated values, like 1.0,3.0, got '1'"),
+    ("commands.base_velocity.params.ranges", "0,1", "cannot be given as text; change it in Python"),
+])
+def test_text_that_does_not_read_as_that_kind_is_refused(path, raw, message):
+    with pytest.raises(OverrideError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        read(BASE, path, raw)
+
+
+def test_the_env_runs_what_the_overrides_ask():
+    env = MotrixVectorEnv("Go1WalkFlat", 4, compile=False,
+                          overrides={"rewards.alive.weight": 0.0, "observations.policy.joint_pos.history": 2})
+    plain = MotrixVectorEnv("Go1WalkFlat", 4, compile=False)
+    assert env.single_observation_space.shape[0] == plain.single_observation_space.shape[0] + 12
+    for e in (env, plain):
+        e.reset(seed=0)
+        e.step(np.zeros((4, 12), np.float32))
+    alive = env.runtime.reward_names.index("alive")
+    assert (env.runtime.reward_terms[:4, alive] == 0).all() and (plain.runtime.reward_terms[:4, alive] > 0).all()
+    env.close()
+    plain.close()
+
+
+def test_a_run_keeps_its_overrides_and_the_command_line_reads_them(tmp_path, capsys):
+    from motrix_gym.__main__ import main
+
+    overrides = {"rewards.alive.weight": 0.0, "events.push.interval_s": (2.0, 4.0)}
+    res = train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
+                config=tiny("Go1WalkFlat"), task_options={"overrides": overrides})
+    assert checkpoint.load(res.checkpoint)["infos"]["task_options"] == {"overrides": overrides}
+    assert json.loads((res.run_dir / "config.json").read_text())["task_options"] == {
+        "overrides": {"rewards.alive.weight": 0.0, "events.push.interval_s": [2.0, 4.0]}}
+    again = train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0,
+                  progress=False, resume=res.checkpoint)
+    assert checkpoint.load(again.checkpoint)["infos"]["task_options"] == {"overrides": overrides}
+
+    argv = ["play", "Go1WalkFlat", "--checkpoint", str(again.checkpoint), "--steps", "3"]
+    assert main([*argv, "--override", "rewards.alive.weight=0"]) == 0
+    assert "alive                +0.00000" in capsys.readouterr().out
+    for bad, message in ((["--override", "rewards.alive.weight=x"], "argument --override: override "
+                                                                    "'rewards.alive.weight': expected a number"),
+                         (["--override", "alive=1"], "argument --override: override 'alive': the task has no"),
+                         (["--override", "rewards.alive.weight"], "argument --override: expected PATH=VALUE"),
+                         (["--override", "a.b=1", "--override", "a.b=2"], "argument --override: ['a.b'] given twice"),
+                         (["--task-option", "overrides=1"], "overrides: give each as --override PATH=VALUE")):
+        with pytest.raises(SystemExit) as exit:
+            main([*argv, *bad])
+        assert exit.value.code == 2 and message in capsys.readouterr().err, bad
+    assert main(["describe", "Go1WalkFlat", "--override", "observations.policy.joint_pos.history=0"]) == 2
+    assert "history must be an int >= 1" in capsys.readouterr().err
