@@ -13,6 +13,7 @@ from pathlib import Path
 import motrix_gym
 from motrix_gym.arguments import (
     MARKERS_HELP,
+    OVERRIDE_HELP,
     SEED,
     TASK_HELP,
     amount,
@@ -20,6 +21,7 @@ from motrix_gym.arguments import (
     device_name,
     import_tasks,
     out_path,
+    override,
     task_id,
     task_option,
     velocity_command,
@@ -130,21 +132,6 @@ def cmd_render(args: argparse.Namespace) -> None:
         env.close()
     write_video(frames, Path(args.out), fps=1.0 / (env.unwrapped.task.step_dt * args.every))
     print(f"wrote {len(frames)} frames to {args.out}")
-
-
-OVERRIDE_HELP = ("change one value of the task's config (repeatable), read as the value it replaces: "
-                 "rewards.alive.weight=0, observations.policy.joint_pos.noise=-0.02,0.02, "
-                 "events.push.interval_s=2,4, episode_length_s=10")
-
-
-def override(text: str) -> tuple[str, str]:
-    """``PATH=VALUE``: a dotted path into a task's config and the text of its new value, read
-    when the task is known (``manager.overrides.read``)."""
-    path, eq, raw = text.partition("=")
-    if not eq or not all(p.isidentifier() for p in path.split(".")):
-        raise argparse.ArgumentTypeError(f"expected PATH=VALUE with PATH a dotted path such as "
-                                         f"rewards.alive.weight, got {text!r}")
-    return path, raw
 
 
 def _ppo_setting(text: str) -> tuple[str, object]:
@@ -424,6 +411,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cmd == "bench" and (args.env_id is None) == (not args.all):
         bench.error("give a task id or --all, not both" if args.all else "give a task id or --all")
+    if args.cmd == "bench" and (args.task_option or args.override):
+        if args.all or args.startup:
+            bench.error("give --task-option and --override with one task, without --startup (fresh processes "
+                        "start the registered task)" if args.startup else "--task-option and --override name one "
+                        "task's options: give a task id, not --all")
+    if args.cmd == "bench":
+        _task_options(bench, args, [], "")
     if args.cmd == "bench" and args.startup and args.env_id is not None:
         from motrix_gym.bench import check_startup_task
 

@@ -88,6 +88,21 @@ def task_option(text: str) -> tuple[str, bool | int | float | tuple[float, ...] 
     return name, numbers[0] if len(numbers) == 1 else tuple(float(v) for v in numbers)
 
 
+OVERRIDE_HELP = ("change one value of the task's config (repeatable), read as the value it replaces: "
+                 "rewards.alive.weight=0, observations.policy.joint_pos.noise=-0.02,0.02, "
+                 "events.push.interval_s=2,4, episode_length_s=10")
+
+
+def override(text: str) -> tuple[str, str]:
+    """``PATH=VALUE``: a dotted path into a task's config and the text of its new value, read
+    when the task is known (``manager.overrides.read``)."""
+    path, eq, raw = text.partition("=")
+    if not eq or not all(p.isidentifier() for p in path.split(".")):
+        raise argparse.ArgumentTypeError(f"expected PATH=VALUE with PATH a dotted path such as "
+                                         f"rewards.alive.weight, got {text!r}")
+    return path, raw
+
+
 def device_name(text: str) -> str:
     """``cpu``, ``cuda`` or ``cuda:N``, where this machine has that device."""
     if re.fullmatch(r"cpu|cuda(:[0-9]+)?", text) is None:

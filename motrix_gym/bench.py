@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from motrix_gym.arguments import TASK_HELP, count, device_name, out_path, task_id
+from motrix_gym.arguments import OVERRIDE_HELP, TASK_HELP, count, device_name, out_path, override, task_id, task_option
 from motrix_gym.sim.backend import BACKENDS
 
 
@@ -65,6 +65,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also time make -> first compiled step in fresh processes, cold and warm cache")
     p.add_argument("--startup-repeats", type=count(1), default=1,
                    help="rounds of warm starts with --startup (medians reported)")
+    p.add_argument("--task-option", type=task_option, action="append", default=[], metavar="NAME=VALUE",
+                   help="a make-time option of the task (repeatable): heading_command=true, ...")
+    p.add_argument("--override", type=override, action="append", default=[], metavar="PATH=VALUE",
+                   help=OVERRIDE_HELP)
 
 
 def _median_time(fn: Any, n: int, sync: Any = lambda: None) -> float:
@@ -80,7 +84,7 @@ def _median_time(fn: Any, n: int, sync: Any = lambda: None) -> float:
 
 def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bool,
                nthread: int | None, current_kinematics: bool = True, backend: str | None = None,
-               device: str = "cpu") -> dict[str, Any]:
+               device: str = "cpu", task_options: dict[str, Any] | None = None) -> dict[str, Any]:
     import gymnasium as gym
     import torch
 
@@ -90,7 +94,7 @@ def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bo
     rss0 = rss_mb()
     t0 = time.perf_counter()
     env = gym.make_vec(env_id, num_envs=num_envs, compile=compile, nthread=nthread, progress=False,
-                       current_kinematics=current_kinematics, backend=backend, device=device)
+                       current_kinematics=current_kinematics, backend=backend, device=device, **(task_options or {}))
     env.reset(seed=0)
     u = env.unwrapped
     rt, sim, backend = u.runtime, u.sim, u.backend
@@ -163,6 +167,7 @@ def bench_task(env_id: str, num_envs: int, steps: int, repeats: int, compile: bo
         "nthread": sim.nthread,
         "compile": compile,
         "current_kinematics": current_kinematics,
+        "task_options": task_options or {},
         "env_steps_per_s": num_envs / env_s,
         "raw_steps_per_s": num_envs / raw_s,
         "overhead_ratio": statistics.median(ratios),
@@ -260,8 +265,10 @@ def main(args: argparse.Namespace) -> None:
     for i in ids:
         for n in args.num_envs:
             rows.append(bench_task(i, n, args.steps, args.repeats, args.compile, args.nthread,
-                                   args.current_kinematics, args.backend, args.device))
+                                   args.current_kinematics, args.backend, args.device, args.task_options))
     print_table(rows)
+    if args.task_options:
+        print(f"task options: {args.task_options}")
     if args.startup:
         for r in rows:
             r["startup"] = startup_times(r["env_id"], r["num_envs"], repeats=args.startup_repeats)
