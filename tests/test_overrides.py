@@ -22,13 +22,16 @@ BASE = task_config("Go1WalkFlat")
 
 
 def leaves(obj, path=""):
-    """Every (path, value) of a config below ``path``, through fields, named terms and dicts."""
+    """Every (path, value) of a config below ``path``, through fields, named terms, dicts and
+    tuples of parts or of tuples (by index)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         items = [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)]
     elif isinstance(obj, tuple) and obj and all(dataclasses.is_dataclass(t) and hasattr(t, "name") for t in obj):
         items = [(t.name, t) for t in obj]
     elif isinstance(obj, dict):
         items = list(obj.items())
+    elif isinstance(obj, tuple) and any(isinstance(t, tuple) or dataclasses.is_dataclass(t) for t in obj):
+        items = [(str(i), t) for i, t in enumerate(obj)]
     else:
         return [(path, obj)]
     return [leaf for k, v in items for leaf in leaves(v, f"{path}.{k}" if path else k)]
@@ -43,6 +46,8 @@ def leaves(obj, path=""):
     ("commands.base_velocity.params.ranges", ((0, 1), (0, 0), (-1, 1)), ((0.0, 1.0), (0.0, 0.0), (-1.0, 1.0))),
     ("terminations.fell_over.params.limit_angle", 1.0, 1.0),
     ("randomization.friction", (0.5, 1.0), (0.5, 1.0)),
+    ("commands.base_velocity.params.ranges.2", (-0.5, 0.5), (-0.5, 0.5)),  # by index
+    ("scene.terrain.seed", 7, 7),
     ("episode_length_s", 10, 10.0),
     ("actions.clip", 3.0, 3.0),
 ])
@@ -63,10 +68,13 @@ def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
     ({"observations.policy.joint_pos.history": 2.0}, "expected an int, like 1, got 2.0"),
     ({"events.push.interval_s": (1, 2, 3)}, "expected a tuple of 2, like (1.0, 3.0), got (1, 2, 3)"),
     ({"events.push.interval_s": [1, 2]}, "expected a tuple of 2"),
-    ({"randomization.friction": (0.5, "a")}, "override 'randomization.friction[1]': expected a number"),
+    ({"randomization.friction": (0.5, "a")}, "override 'randomization.friction.1': expected a number"),
     ({"rewards.alive": 1.0}, "override 'rewards.alive': it holds a RewardTerm, not a value; change its fields"),
     ({"rewards.alive.func": len}, "override 'rewards.alive.func': it holds a function, not a value"),
     ({"sim_dt.x": 1.0}, "override 'sim_dt': it is a value; 'x' cannot be found in it"),
+    ({"commands.base_velocity.params.ranges.3": (0, 1)}, "params.ranges has no '3' (it has ['0', '1', '2'])"),
+    ({"commands.base_velocity.params.ranges.0": (0, 1, 2)}, "expected a tuple of 2, like (-1.0, 1.0)"),
+    ({"commands.base_velocity.params.ranges.0": (0, "x")}, "override 'commands.base_velocity.params.ranges.0.1'"),
     ({"rewards..weight": 1.0}, "override paths are dotted names like 'rewards.alive.weight', got 'rewards..weight'"),
     ({"mode": "play"}, "override 'mode': the task has no 'mode'"),
 ])
@@ -83,13 +91,15 @@ def test_text_reads_as_the_kind_of_the_value_it_replaces(x, n):
     assert read(BASE, "observations.policy.joint_pos.history", str(n)) == n
     assert read(BASE, "events.push.interval_s", f"{x!r},{n}") == (x, float(n))
     assert read(BASE, "observations.policy.joint_pos.clip", f"{x!r},{n}") == (x, float(n))  # None: numbers
+    assert read(BASE, "commands.base_velocity.params.ranges.1", f"{n},{x!r}") == (float(n), x)
 
 
 @pytest.mark.parametrize("path, raw, message", [
     ("rewards.alive.weight", "inf", "expected a number, got 'inf'"),
     ("observations.policy.joint_pos.history", "2.5", "expected an int, got '2.5'"),
     ("events.push.interval_s", "1", "expected 2 comma-separated values, like 1.0,3.0, got '1'"),
-    ("commands.base_velocity.params.ranges", "0,1", "cannot be given as text; change it in Python"),
+    ("commands.base_velocity.params.ranges", "0,1", "it holds 3 parts; give one at a time, by index "
+                                                    "(commands.base_velocity.params.ranges.0=...)"),
 ])
 def test_text_that_does_not_read_as_that_kind_is_refused(path, raw, message):
     with pytest.raises(OverrideError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -137,3 +147,17 @@ def test_a_run_keeps_its_overrides_and_the_command_line_reads_them(tmp_path, cap
         assert exit.value.code == 2 and message in capsys.readouterr().err, bad
     assert main(["describe", "Go1WalkFlat", "--override", "observations.policy.joint_pos.history=0"]) == 2
     assert "history must be an int >= 1" in capsys.readouterr().err
+
+
+def test_a_terrain_part_changes_by_index():
+    """Tuples of unnamed parts (the terrain's sub-terrains) and of tuples are walked by index."""
+    stairs = task_config("Go1WalkStairs")
+    cfg = apply(stairs, {"scene.terrain.sub_terrains.1.step_height": (0.02, 0.1)})
+    subs, before = cfg.scene.terrain.sub_terrains, stairs.scene.terrain.sub_terrains
+    assert subs[1] == dataclasses.replace(before[1], step_height=(0.02, 0.1)) and subs[0] == before[0]
+    with pytest.raises(OverrideError, match="'scene.terrain.sub_terrains.0': it holds a SubTerrain, not a value"):
+        apply(stairs, {"scene.terrain.sub_terrains.0": 1})
+    from motrix_gym.__main__ import main
+
+    with pytest.raises(SystemExit):  # a part the command line could not name is an argparse error, not a crash
+        main(["describe", "Go1WalkStairs", "--override", "scene.terrain.sub_terrains.x-1.noise=0,1"])

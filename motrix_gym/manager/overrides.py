@@ -2,11 +2,13 @@
 ``rewards.track_lin_vel.weight``, ``observations.policy.joint_pos.noise``,
 ``events.push.interval_s``, ``commands.base_velocity.params.ranges``, ``episode_length_s``.
 
-A path walks a dataclass by field, a tuple of terms by term name and a dict (observation groups,
-a term's params) by key. A new value must be of the kind it replaces: a bool for a bool, an int
-for an int, a number for a float, a str for a str, a tuple of as many for a tuple (each element
-so), anything where the config holds None. Terms, functions and classes are not values: change
-their fields. The env's own checks (the resolver's) then judge the values when it is made.
+A path walks a dataclass by field, a tuple of terms by term name, a dict (observation groups, a
+term's params) by key and another tuple of parts or of tuples by index
+(``scene.terrain.sub_terrains.0.noise``, ``commands.base_velocity.params.ranges.2``). A new value
+must be of the kind it replaces: a bool for a bool, an int for an int, a number for a float, a str
+for a str, a tuple of as many for a tuple (each element so), anything where the config holds None.
+Terms, functions and classes are not values: change their fields. The env's own checks (the
+resolver's) then judge the values when it is made.
 """
 
 from __future__ import annotations
@@ -25,21 +27,39 @@ def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _named(obj: Any) -> bool:
+    """Whether ``obj`` is a tuple of terms, each with a name."""
+    return isinstance(obj, tuple) and bool(obj) and all(
+        dataclasses.is_dataclass(t) and isinstance(getattr(t, "name", None), str) for t in obj)
+
+
 def _children(obj: Any) -> dict[str, Any] | None:
-    """What a path may step into from ``obj``, by name; None for a value."""
+    """What a path may step into from ``obj``, by name (by index in a tuple of unnamed parts or
+    of tuples); None for a value."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-    if isinstance(obj, tuple) and obj and all(dataclasses.is_dataclass(t) and hasattr(t, "name") for t in obj):
+    if _named(obj):
         return {t.name: t for t in obj}
+    if isinstance(obj, tuple) and any(isinstance(t, tuple) or dataclasses.is_dataclass(t) for t in obj):
+        return {str(i): t for i, t in enumerate(obj)}
     if isinstance(obj, Mapping):
         return dict(obj)
     return None
 
 
+def _value(obj: Any) -> bool:
+    """Whether ``obj`` may be replaced whole: not a config part (a dataclass, or a tuple of them),
+    whose fields are what changes."""
+    return not (dataclasses.is_dataclass(obj) or isinstance(obj, tuple) and obj and all(
+        dataclasses.is_dataclass(t) for t in obj))
+
+
 def _rebuilt(obj: Any, key: str, value: Any) -> Any:
     """``obj`` (from ``_children``) with its child ``key`` replaced."""
-    if isinstance(obj, tuple):
+    if _named(obj):
         return tuple(value if t.name == key else t for t in obj)
+    if isinstance(obj, tuple):
+        return tuple(value if str(i) == key else t for i, t in enumerate(obj))
     if isinstance(obj, Mapping):
         return {**obj, key: value}
     return dataclasses.replace(obj, **{key: value})
@@ -64,10 +84,10 @@ def _fit(path: str, old: Any, new: Any) -> Any:
         new = float(new) if ok else new  # an int for a float: the same number
     elif isinstance(old, str):
         ok = isinstance(new, str)
-    elif isinstance(old, tuple) and _children(old) is None:
+    elif isinstance(old, tuple):
         if not (isinstance(new, tuple) and (not old or len(new) == len(old))):
             raise OverrideError(f"override {path!r}: expected a tuple of {len(old)}, like {old!r}, got {new!r}")
-        return new if not old else tuple(_fit(f"{path}[{i}]", o, n) for i, (o, n) in enumerate(zip(old, new)))
+        return new if not old else tuple(_fit(f"{path}.{i}", o, n) for i, (o, n) in enumerate(zip(old, new)))
     elif isinstance(old, Mapping):
         ok = isinstance(new, Mapping)
     else:
@@ -104,7 +124,7 @@ def apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
         raise OverrideError(f"overrides must be a mapping of path to value, got {overrides!r}")
     for path, value in overrides.items():
         old = current(cfg, path)
-        if _children(old) is not None and not isinstance(old, Mapping):
+        if not _value(old):
             raise OverrideError(f"override {path!r}: it holds a {type(old).__name__}, not a value; change its fields")
         cfg = _set(cfg, path.split("."), _fit(path, old, value))
     return cfg
@@ -133,6 +153,9 @@ def _scalar(path: str, old: Any, raw: str) -> Any:
         raise OverrideError(f"override {path!r}: expected {_kind(old)}, got {raw!r}") from None
     if isinstance(old, str):
         return raw
+    if isinstance(old, tuple) and _children(old):
+        raise OverrideError(f"override {path!r}: it holds {len(old)} parts; give one at a time, by index "
+                            f"({path}.0=...)")
     raise OverrideError(f"override {path!r}: a {type(old).__name__} ({old!r}) cannot be given as text; "
                         "change it in Python")
 
