@@ -1,4 +1,4 @@
-"""Command line: ``python -m motrix_gym {list,run,render,train,play,bench} ...``."""
+"""Command line: ``python -m motrix_gym {list,describe,run,render,train,play,bench} ...``."""
 
 from __future__ import annotations
 
@@ -13,17 +13,15 @@ from pathlib import Path
 import motrix_gym
 from motrix_gym.arguments import (
     MARKERS_HELP,
-    OVERRIDE_HELP,
     SEED,
     TASK_HELP,
+    add_task_arguments,
     amount,
     count,
     device_name,
     import_tasks,
     out_path,
-    override,
     task_id,
-    task_option,
     velocity_command,
 )
 from motrix_gym.envs import task_config, task_name
@@ -82,7 +80,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     t0 = time.perf_counter()
     env = gym.make_vec(args.env_id, num_envs=args.num_envs, compile=args.compile, backend=args.backend,
-                       device=args.device)
+                       device=args.device, **args.task_options)
     env.reset(seed=args.seed)
     u = env.unwrapped
     gen = torch.Generator().manual_seed(args.seed)  # the policy's randomness, not the env's
@@ -118,7 +116,7 @@ def cmd_render(args: argparse.Namespace) -> None:
     check_writer(Path(args.out).suffix)
 
     env = gym.make_vec(args.env_id, num_envs=args.lanes, compile=False, render_mode="rgb_array",
-                       render_markers=args.markers, progress=False)
+                       render_markers=args.markers, progress=False, **args.task_options)
     env.reset(seed=args.seed)
     rng = np.random.default_rng(args.seed)
     frames = []
@@ -310,10 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     ds = sub.add_parser("describe", help="a task's tables of terms: observations (with their columns), rewards, "
                                          "terminations, commands, events, resets, actions, randomisation")
     ds.add_argument("env_id", type=task_id, help=TASK_HELP)
-    ds.add_argument("--task-option", type=task_option, action="append", default=[], metavar="NAME=VALUE",
-                    help="a make-time option of the task (repeatable): mode=play, heading_command=true, ...")
-    ds.add_argument("--override", type=override, action="append", default=[], metavar="PATH=VALUE",
-                    help=OVERRIDE_HELP)
+    add_task_arguments(ds)
     ds.set_defaults(func=cmd_describe)
     run = sub.add_parser("run", help="step a task with random actions")
     run.add_argument("env_id", type=task_id, help=TASK_HELP)
@@ -328,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
                           "pip install '.[warp]')")
     run.add_argument("--device", type=device_name, default="cpu",
                      help="cpu, or cuda / cuda:N (backend warp: everything on the GPU)")
+    add_task_arguments(run)
     run.set_defaults(func=cmd_run)
     render = sub.add_parser("render", help="write a GIF of a rollout")
     render.add_argument("env_id", type=task_id, help=TASK_HELP)
@@ -338,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     render.add_argument("--seed", type=SEED, default=0)
     render.add_argument("--action-std", type=amount(positive=False), default=0.0, help="0: hold the default pose")
     render.add_argument("--markers", action=argparse.BooleanOptionalAction, default=True, help=MARKERS_HELP)
+    add_task_arguments(render)
     render.set_defaults(func=cmd_render)
     tr = sub.add_parser("train", help="train a policy with rsl_rl's PPO (the task family's defaults)")
     tr.add_argument("env_id", type=task_id, help=TASK_HELP)
@@ -352,12 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--command-curriculum", action="store_true",
                     help="velocity tasks: each lane's commands start small and widen as it tracks them "
                          "(--task-option command_curriculum=true)")
-    tr.add_argument("--task-option", type=task_option, action="append", default=[], metavar="NAME=VALUE",
-                    help="a make-time option of the task for training (repeatable; the final comparison, play "
-                         "and videos run the task without it): sampling=uniform, command=0.5,0,0, ... VALUE: "
-                         "true or false, a number, comma-separated numbers, else text")
-    tr.add_argument("--override", type=override, action="append", default=[], metavar="PATH=VALUE",
-                    help=OVERRIDE_HELP)
+    add_task_arguments(tr, "a make-time option of the task for training (repeatable; the final comparison, play "
+                           "and videos run the task without it): sampling=uniform, command=0.5,0,0, ... VALUE: "
+                           "true or false, a number, comma-separated numbers, else text")
     start = tr.add_mutually_exclusive_group()
     start.add_argument("--resume", default=None, metavar="CHECKPOINT",
                        help="continue from a model_<it>.pt (a run's folder: its last)")
@@ -397,11 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--command", type=velocity_command, default=None, metavar="VX,VY,WZ",
                     help="velocity tasks: give every lane this command, m/s and rad/s (a negative first "
                          "value: --command=-0.5,0,0)")
-    pl.add_argument("--task-option", type=task_option, action="append", default=[], metavar="NAME=VALUE",
-                    help="a make-time option of the task to play it with (repeatable), such as the ones the "
-                         "policy was trained with: heading_command=true, ...")
-    pl.add_argument("--override", type=override, action="append", default=[], metavar="PATH=VALUE",
-                    help=OVERRIDE_HELP)
+    add_task_arguments(pl, "a make-time option of the task to play it with (repeatable), such as the ones the "
+                           "policy was trained with: heading_command=true, ...")
     pl.set_defaults(func=cmd_play)
     bench = sub.add_parser("bench", help="env-steps/s vs raw physics, runtime cost, memory per lane")
     from motrix_gym.bench import add_arguments
@@ -425,8 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "train":
         _task_options(tr, args, [("command_curriculum", True)] if args.command_curriculum else [],
                       "--command-curriculum")
-    if args.cmd == "describe":
-        _task_options(ds, args, [], "")
+    if args.cmd in ("describe", "run", "render"):
+        _task_options({"describe": ds, "run": run, "render": render}[args.cmd], args, [], "")
     if args.cmd == "train":
         from motrix_gym.learn.checkpoint import check_log_dir, task_folder
 

@@ -103,6 +103,16 @@ def override(text: str) -> tuple[str, str]:
     return path, raw
 
 
+def add_task_arguments(p: argparse.ArgumentParser, option_help: str = "a make-time option of the task "
+                       "(repeatable): heading_command=true, mode=play, ...") -> None:
+    """``--task-option NAME=VALUE`` and ``--override PATH=VALUE`` (repeatable) on ``p``: how every
+    command that makes a task makes a variant of it."""
+    p.add_argument("--task-option", type=task_option, action="append", default=[], metavar="NAME=VALUE",
+                   help=option_help)
+    p.add_argument("--override", type=override, action="append", default=[], metavar="PATH=VALUE",
+                   help=OVERRIDE_HELP)
+
+
 def device_name(text: str) -> str:
     """``cpu``, ``cuda`` or ``cuda:N``, where this machine has that device."""
     if re.fullmatch(r"cpu|cuda(:[0-9]+)?", text) is None:

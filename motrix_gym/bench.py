@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from motrix_gym.arguments import OVERRIDE_HELP, TASK_HELP, count, device_name, out_path, override, task_id, task_option
+from motrix_gym.arguments import TASK_HELP, add_task_arguments, count, device_name, out_path, task_id
 from motrix_gym.sim.backend import BACKENDS
 
 
@@ -65,10 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also time make -> first compiled step in fresh processes, cold and warm cache")
     p.add_argument("--startup-repeats", type=count(1), default=1,
                    help="rounds of warm starts with --startup (medians reported)")
-    p.add_argument("--task-option", type=task_option, action="append", default=[], metavar="NAME=VALUE",
-                   help="a make-time option of the task (repeatable): heading_command=true, ...")
-    p.add_argument("--override", type=override, action="append", default=[], metavar="PATH=VALUE",
-                   help=OVERRIDE_HELP)
+    add_task_arguments(p)
 
 
 def _median_time(fn: Any, n: int, sync: Any = lambda: None) -> float:

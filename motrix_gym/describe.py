@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from motrix_gym.envs import TASKS
+from motrix_gym.envs import TASKS, task_options
 from motrix_gym.sim.terrain import columns
 
 
@@ -62,6 +62,10 @@ def describe(env: Any) -> str:
     lines = [f"{task.name}: robot {robot}, {env.num_envs} lane(s); control at "
              f"{1.0 / task.step_dt:g} Hz ({task.decimation} physics steps of {task.sim_dt * 1e3:g} ms); episodes "
              f"of at most {task.max_episode_steps} steps ({task.episode_length_s:g} s)"]
+    if task.name in TASKS:
+        options = task_options(task.name)
+        lines.append("make-time options: " + ("any keyword" if options is None else ", ".join(options) or "none")
+                     + "; overrides of any value below")
     terrain = task.scene.terrain
     if terrain.flat:
         lines.append("ground: a plane")

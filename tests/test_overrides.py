@@ -161,3 +161,16 @@ def test_a_terrain_part_changes_by_index():
 
     with pytest.raises(SystemExit):  # a part the command line could not name is an argparse error, not a crash
         main(["describe", "Go1WalkStairs", "--override", "scene.terrain.sub_terrains.x-1.noise=0,1"])
+
+
+def test_every_command_that_makes_a_task_takes_options_and_overrides(capsys):
+    from motrix_gym.__main__ import main
+
+    assert main(["run", "Go1WalkFlat", "--num-envs", "2", "--steps", "2", "--no-compile", "--override",
+                 "rewards.alive.weight=0", "--task-option", "mode=play"]) == 0
+    assert "alive                +0.00000" in capsys.readouterr().out
+    for cmd in ("run", "render", "describe", "bench", "train", "play"):
+        extra = ["--out", "x.gif"] if cmd == "render" else []
+        with pytest.raises(SystemExit) as exit:
+            main([cmd, "Go1WalkFlat", *extra, "--override", "rewards.alivee.weight=0"])
+        assert exit.value.code == 2 and "rewards has no 'alivee'" in capsys.readouterr().err, cmd
