@@ -12,6 +12,7 @@ from gymnasium.vector import AutoresetMode
 
 from conftest import random_actions
 from motrix_gym.envs import task_config
+from motrix_gym.manager.overrides import apply
 from motrix_gym.manager.resolver import TaskConfigError
 from motrix_gym.vector_env import MotrixVectorEnv
 
@@ -154,7 +155,9 @@ def test_with_drawn_lags_a_lane_runs_the_same_beside_any_number_of_lanes():
 
 
 def test_a_compiled_delay_agrees_with_eager_without_recompiles():
-    n, cfg = 16, delayed({**FIXED, **DRAWN})
+    """Observation delays and an action delay of up to 3 steps (its older actions are reset in
+    the reset graph), compiled and eager, guards checked on every call."""
+    n, cfg = 16, apply(delayed({**FIXED, **DRAWN}), {"actions.max_delay": 3})
     fast = MotrixVectorEnv(cfg, n, compile=True, progress=False)
     slow = MotrixVectorEnv(cfg, n, compile=False)
     fast.runtime.check_guards = True  # a graph that would need another version raises
@@ -169,6 +172,8 @@ def test_a_compiled_delay_agrees_with_eager_without_recompiles():
         ended += int((ta | ua).sum())
     assert ended > 0
     torch.testing.assert_close(*(env.runtime._observers["policy"].lag[:n] for env in (fast, slow)))
+    torch.testing.assert_close(*(env.runtime.action_delay[:n] for env in (fast, slow)))
+    assert set(slow.runtime.action_delay[:n].tolist()) == {0, 1, 2, 3}
     fast.close()
     slow.close()
 

@@ -1,6 +1,8 @@
 """Per-lane physical parameters: drawn from the lane RNG at reset, different per lane, the same for
 the same seed and global lane id whatever the number of lanes, and seen by the sensing model."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -52,3 +54,46 @@ def test_ranges_are_respected():
     assert play.sim.batch.expanded("body_mass") is None and not play.runtime.action_delay.any()
     env.close()
     play.close()
+
+
+def test_an_action_delay_of_up_to_k_steps_drives_each_lane_with_that_older_action(backend):
+    """``max_delay=3``: each lane's servo targets come from its action 0-3 steps before (zeros
+    before its episode's first), the lag drawn per lane at each episode's start; every lag
+    occurs, on either backend's path (numpy on the host, torch on a device)."""
+    from conftest import random_actions
+
+    n, k = 16, 3
+    env = MotrixVectorEnv("Go1WalkFlat", n, compile=False, backend=backend, overrides={"actions.max_delay": k})
+    rt = env.runtime
+    act = rt.program.action
+    ids = act.actuator_ids.numpy()
+    default, scale = rt.ctx.default_qpos[act.joints.qpos].cpu().numpy(), act.scale.numpy()
+    env.reset(seed=1)
+    recent = [np.zeros((n, 12), np.float32)] * (k + 1)  # each lane's actions this episode, newest last
+    lags, seen, starts = rt.action_delay[:n].cpu().numpy().copy(), set(), 0
+    for a in random_actions(60, n, 12, std=1.0, seed=2):
+        recent = recent[1:] + [np.clip(a, -act.clip, act.clip)]
+        _, _, term, trunc, _ = env.step(a)
+        ended = np.asarray(term | trunc)
+        ctrl = env.sim.arrays["ctrl"]
+        ctrl = (ctrl.cpu().numpy() if hasattr(ctrl, "cpu") else np.asarray(ctrl))[:, ids]
+        want = default + scale * np.stack([recent[-1 - lags[i]][i] for i in range(n)])
+        np.testing.assert_allclose(ctrl[~ended], want[~ended], atol=1e-6)  # ended lanes were reset since
+        seen |= set(lags.tolist())
+        now = rt.action_delay[:n].cpu().numpy().copy()
+        np.testing.assert_array_equal(now[~ended], lags[~ended])  # one lag per episode
+        lags, starts = now, starts + int(ended.sum())
+        recent = [np.where(ended[:, None], 0.0, r) for r in recent]
+    assert seen == set(range(k + 1)) and starts > 0
+    env.close()
+
+
+@pytest.mark.parametrize("max_delay", [-1, 1.0, True])
+def test_an_action_delay_that_is_not_a_count_is_refused(max_delay):
+    from motrix_gym.envs import task_config
+    from motrix_gym.manager.resolver import TaskConfigError
+
+    cfg = task_config("Go1WalkFlat")
+    cfg = dataclasses.replace(cfg, actions=dataclasses.replace(cfg.actions, max_delay=max_delay))
+    with pytest.raises(TaskConfigError, match=rf"max_delay must be an int >= 0 \(control steps\), got {max_delay!r}"):
+        MotrixVectorEnv(cfg, 2, compile=False)

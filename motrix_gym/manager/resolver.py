@@ -361,15 +361,16 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
             scales.append(float(hit))
     else:
         scales = [float(act.scale)] * len(joints.names)
+    if not isinstance(act.max_delay, int) or isinstance(act.max_delay, bool) or act.max_delay < 0:
+        raise TaskConfigError(f"action 'joint_pos': max_delay must be an int >= 0 (control steps), got "
+                              f"{act.max_delay!r}")
     action = ResolvedAction(
         joints=joints,
         actuator_ids=torch.tensor([actuator_of[j] for j in joints.ids.tolist()], dtype=torch.long),
         scale=torch.tensor(scales, dtype=torch.float32),
         clip=float(act.clip),
-        max_delay=int(act.max_delay),
+        max_delay=act.max_delay,
     )
-    if not isinstance(act.max_delay, int) or not 0 <= act.max_delay <= 1:
-        raise TaskConfigError(f"action 'joint_pos': max_delay must be 0 or 1 control steps, got {act.max_delay!r}")
 
     robot = task.scene.robot
     root = resolve_root(robot.name, robot.root_body, model)

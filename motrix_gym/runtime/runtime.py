@@ -255,7 +255,11 @@ class TorchManagerRuntime:
             self._act_default, self._act_scale, self._act_ids = (t.numpy() for t in self._act)
             self._target = np.zeros((n, na), np.float32)
             self._delayed = np.zeros((n, na), np.float32)
-        self.action_delay = torch.zeros(L, dtype=torch.bool)  # lanes whose targets lag one step
+        # each lane's targets lag its actions by ``action_delay`` steps (drawn per episode); with a
+        # lag of more than one the actions before ``last_action`` are kept, newest first
+        k = act.max_delay
+        self.action_delay = torch.zeros(L, dtype=torch.int64)
+        self.older_actions = torch.zeros(L, k - 1, na) if k > 1 else None
         # Per-lane physical parameters drawn at reset (friction, mass scale, centre-of-mass
         # offset, stiffness and damping scales), written into the simulation for the reset lanes.
         rand = program.randomization
@@ -272,7 +276,8 @@ class TorchManagerRuntime:
             ("real", self.real), ("reward", self.reward), ("terminated", self.terminated),
             ("truncated", self.truncated), ("done", self.done), ("episode_sums", self.episode_sums),
             ("episode_return", self.episode_return), ("termination_terms", self.termination_terms),
-            ("action_delay", self.action_delay), ("lane_params", self.lane_params))}
+            ("action_delay", self.action_delay), ("lane_params", self.lane_params),
+            *((("older_actions", self.older_actions),) if self.older_actions is not None else ()))}
         self.host: dict[str, np.ndarray] = {name: t.cpu().numpy() if self.on_host else t.cpu().numpy().copy()
                                             for name, t in self._host_tensors.items()}
         # for read(): each read field's name and context buffer (of the real lanes), as a numpy view on the host
@@ -529,8 +534,12 @@ class TorchManagerRuntime:
         for c in ctx.commands.values():  # commands that read the state the resets wrote
             if hasattr(c, "placed"):
                 c.placed(ctx, mask)
-        if self.program.action.max_delay:
-            self.action_delay.copy_(torch.where(mask, ctx.rng.uniform((), mask) < 0.5, self.action_delay))
+        k = self.program.action.max_delay
+        if k:  # k - floor(u * (k + 1)): uniform on 0..k
+            drawn = k - torch.clamp((ctx.rng.uniform((), mask) * (k + 1)).long(), max=k)
+            self.action_delay.copy_(torch.where(mask, drawn, self.action_delay))
+        if self.older_actions is not None:
+            self.older_actions.masked_fill_(mask[:, None, None], 0.0)
         ctx.episode_step.masked_fill_(mask, 0)
         ctx.action.masked_fill_(m, 0.0)
         ctx.last_action.masked_fill_(m, 0.0)
@@ -566,15 +575,22 @@ class TorchManagerRuntime:
         float32, as the terms see them."""
         if not self.on_host:
             return self._apply_action_tensors(actions)
-        n, target = self.num_envs, self._target
-        action = self.host["action"]
-        np.copyto(self.host["last_action"], action)
+        n, target, k = self.num_envs, self._target, self.program.action.max_delay
+        action, last, delay = self.host["action"], self.host["last_action"], self.host["action_delay"][:n]
+        if k > 1:
+            older = self.host["older_actions"]
+            older[:n, 1:] = older[:n, :-1]  # numpy copies overlapping slices as if through a buffer
+            older[:n, 0] = last[:n]
+        np.copyto(last, action)
         clip = self.program.action.clip
         np.clip(actions, -clip, clip, out=action[:n])
-        if self.program.action.max_delay:  # delayed lanes act on the previous step's action
+        if k == 1:  # delayed lanes act on the previous step's action
             np.copyto(self._delayed, action[:n])
-            np.copyto(self._delayed, self.host["last_action"][:n], where=self.host["action_delay"][:n, None])
+            np.copyto(self._delayed, last[:n], where=delay[:, None] == 1)
             np.multiply(self._act_scale, self._delayed, out=target)
+        elif k > 1:  # each lane on its action from action_delay steps before
+            recent = np.concatenate([action[:n, None], last[:n, None], older[:n]], axis=1)
+            np.multiply(self._act_scale, np.take_along_axis(recent, delay[:, None, None], axis=1)[:, 0], out=target)
         else:
             np.multiply(self._act_scale, action[:n], out=target)
         np.add(self._act_default, target, out=target)
@@ -584,14 +600,21 @@ class TorchManagerRuntime:
             self.sim.arrays["ctrl"][:, self._act_ids] = target
 
     def _apply_action_tensors(self, actions: Tensor) -> None:
-        n, ctx = self.num_envs, self.ctx
+        n, ctx, k = self.num_envs, self.ctx, self.program.action.max_delay
         default, scale, ids = self._act
+        if k > 1:
+            older = self.older_actions
+            older[:n, 1:] = older[:n, :-1].clone()
+            older[:n, 0] = ctx.last_action[:n]
         ctx.last_action.copy_(ctx.action)
         clip = self.program.action.clip
         torch.clamp(actions, -clip, clip, out=ctx.action[:n])
         act = ctx.action[:n]
-        if self.program.action.max_delay:  # delayed lanes act on the previous step's action
-            act = torch.where(self.action_delay[:n, None], ctx.last_action[:n], act)
+        if k == 1:  # delayed lanes act on the previous step's action
+            act = torch.where(self.action_delay[:n, None] == 1, ctx.last_action[:n], act)
+        elif k > 1:  # each lane on its action from action_delay steps before
+            recent = torch.cat([act[:, None], ctx.last_action[:n, None], older[:n]], dim=1)
+            act = recent.gather(1, self.action_delay[:n, None, None].expand(-1, 1, act.shape[1]))[:, 0]
         target = default + scale * act
         ctrl = self.sim.arrays["ctrl"]
         if self._act_identity:
