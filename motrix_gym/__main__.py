@@ -49,7 +49,7 @@ def cmd_list(args: argparse.Namespace) -> None:
     takers: dict[tuple[str, ...] | None, list[str]] = {}
     for name in TASKS:
         takers.setdefault(task_options(name), []).append(name)
-    print("\nmake-time options (keywords of gym.make_vec, train --task-option NAME=VALUE); every task also takes "
+    print("\nmake-time options (keywords of gym.make_vec, --task-option NAME=VALUE); every task also takes "
           "overrides={PATH: VALUE} (--override PATH=VALUE, e.g. rewards.alive.weight=0; `describe` lists the terms):")
     for options, names in takers.items():
         print(f"  {'any keyword' if options is None else ', '.join(options) or 'none'}: {', '.join(names)}")

@@ -59,6 +59,39 @@ def random_actions(steps: int, num_envs: int, dim: int, std: float = 1.5, seed: 
     return (np.random.default_rng(seed).standard_normal((steps, num_envs, dim)) * std).astype(np.float32)
 
 
+def first_lanes_alike(cfg, steps: int = 120) -> None:
+    """Lanes 0-3 of ``cfg`` run bit for bit alike beside 0 or 4 more lanes (same seed and actions)."""
+    outs = {}
+    for n in (4, 8):
+        env = MotrixVectorEnv(cfg, n, compile=False)
+        out = [env.reset(seed=3)[0][:4]]
+        for act in random_actions(steps, 8, 12, std=1.0, seed=4):
+            out.append(env.step(act[:n])[0][:4])
+        outs[n] = np.stack(out)
+        env.close()
+    np.testing.assert_array_equal(outs[4], outs[8])
+
+
+def compiled_as_eager(cfg, n: int = 16, steps: int = 80) -> tuple[MotrixVectorEnv, MotrixVectorEnv]:
+    """``cfg`` compiled (guards checked on every call: a graph that would need another version
+    raises) and eager, side by side from one seed and the same actions: the same episodes end and
+    observations agree within the compile tolerance; some episode ended. Both envs, still open."""
+    fast = MotrixVectorEnv(cfg, n, compile=True, progress=False)
+    slow = MotrixVectorEnv(cfg, n, compile=False)
+    fast.runtime.check_guards = True
+    a, _ = fast.reset(seed=1)
+    b, _ = slow.reset(seed=1)
+    ended = 0
+    for act in random_actions(steps, n, 12, std=2.0, seed=6):
+        a, _, ta, ua, _ = fast.step(act)
+        b, _, tb, ub, _ = slow.step(act)
+        np.testing.assert_array_equal(ta | ua, tb | ub)
+        torch.testing.assert_close(torch.from_numpy(a), torch.from_numpy(b), rtol=1e-5, atol=1e-5)
+        ended += int((ta | ua).sum())
+    assert ended > 0
+    return fast, slow
+
+
 def tiny(task: str):
     """``task``'s PPO settings shrunk to run an iteration in moments: 4 lanes, 4 steps, 16 units."""
     from motrix_gym.envs import ppo_config

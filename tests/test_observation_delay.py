@@ -10,7 +10,7 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
-from conftest import random_actions
+from conftest import compiled_as_eager, first_lanes_alike, random_actions
 from motrix_gym.envs import task_config
 from motrix_gym.manager.overrides import apply
 from motrix_gym.manager.resolver import TaskConfigError
@@ -143,34 +143,14 @@ def test_a_drawn_lag_holds_for_an_episode_and_cuts_the_term_s_own_past(mode):
 
 
 def test_with_drawn_lags_a_lane_runs_the_same_beside_any_number_of_lanes():
-    outs = {}
-    for n in (4, 8):
-        env = MotrixVectorEnv(delayed(DRAWN), n, compile=False)
-        out = [env.reset(seed=3)[0][:4]]
-        for act in random_actions(120, 8, 12, std=1.0, seed=4):
-            out.append(env.step(act[:n])[0][:4])
-        outs[n] = np.stack(out)
-        env.close()
-    np.testing.assert_array_equal(outs[4], outs[8])
+    first_lanes_alike(delayed(DRAWN))
 
 
 def test_a_compiled_delay_agrees_with_eager_without_recompiles():
     """Observation delays and an action delay of up to 3 steps (its older actions are reset in
     the reset graph), compiled and eager, guards checked on every call."""
-    n, cfg = 16, apply(delayed({**FIXED, **DRAWN}), {"actions.max_delay": 3})
-    fast = MotrixVectorEnv(cfg, n, compile=True, progress=False)
-    slow = MotrixVectorEnv(cfg, n, compile=False)
-    fast.runtime.check_guards = True  # a graph that would need another version raises
-    a, _ = fast.reset(seed=1)
-    b, _ = slow.reset(seed=1)
-    ended = 0
-    for act in random_actions(80, n, 12, std=2.0, seed=6):
-        a, _, ta, ua, _ = fast.step(act)
-        b, _, tb, ub, _ = slow.step(act)
-        np.testing.assert_array_equal(ta | ua, tb | ub)
-        torch.testing.assert_close(torch.from_numpy(a), torch.from_numpy(b), rtol=1e-5, atol=1e-5)
-        ended += int((ta | ua).sum())
-    assert ended > 0
+    n = 16
+    fast, slow = compiled_as_eager(apply(delayed({**FIXED, **DRAWN}), {"actions.max_delay": 3}), n)
     torch.testing.assert_close(*(env.runtime._observers["policy"].lag[:n] for env in (fast, slow)))
     torch.testing.assert_close(*(env.runtime.action_delay[:n] for env in (fast, slow)))
     assert set(slow.runtime.action_delay[:n].tolist()) == {0, 1, 2, 3}

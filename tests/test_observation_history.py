@@ -5,10 +5,9 @@ import dataclasses
 
 import numpy as np
 import pytest
-import torch
 from gymnasium.vector import AutoresetMode
 
-from conftest import random_actions, tiny
+from conftest import compiled_as_eager, first_lanes_alike, random_actions, tiny
 from motrix_gym.envs import task_config
 from motrix_gym.manager.resolver import TaskConfigError
 from motrix_gym.vector_env import MotrixVectorEnv
@@ -73,37 +72,14 @@ def test_a_history_is_the_term_s_last_observations_and_starts_full(mode):
 
 
 def test_with_a_history_a_lane_runs_the_same_beside_any_number_of_lanes():
-    outs = {}
-    for n in (4, 8):
-        env = MotrixVectorEnv(with_history(HISTORY), n, compile=False)
-        out = [env.reset(seed=3)[0][:4]]
-        for act in random_actions(120, 8, 12, std=1.0, seed=4):
-            obs, _, term, trunc, _ = env.step(act[:n])
-            out.append(obs[:4])
-        outs[n] = np.stack(out)
-        env.close()
-    np.testing.assert_array_equal(outs[4], outs[8])
+    first_lanes_alike(with_history(HISTORY))
 
 
 def test_a_compiled_history_agrees_with_eager_without_recompiles():
     """Compiled graphs (the step graph advances each history, the observe graph fills or replaces
     its newest entry) match eager within the compile tolerance, their guards checked on every call."""
-    n, cfg = 16, with_history(HISTORY)
-    fast = MotrixVectorEnv(cfg, n, compile=True, progress=False)
-    slow = MotrixVectorEnv(cfg, n, compile=False)
-    fast.runtime.check_guards = True  # a graph that would need another version raises
-    a, _ = fast.reset(seed=1)
-    b, _ = slow.reset(seed=1)
-    ended = 0
-    for act in random_actions(80, n, 12, std=2.0, seed=6):
-        a, _, ta, ua, _ = fast.step(act)
-        b, _, tb, ub, _ = slow.step(act)
-        np.testing.assert_array_equal(ta | ua, tb | ub)
-        torch.testing.assert_close(torch.from_numpy(a), torch.from_numpy(b), rtol=1e-5, atol=1e-5)
-        ended += int((ta | ua).sum())
-    assert ended > 0
-    fast.close()
-    slow.close()
+    for env in compiled_as_eager(with_history(HISTORY)):
+        env.close()
 
 
 @pytest.mark.parametrize("history", [0, -1, True, 2.0, "2"])
