@@ -63,12 +63,13 @@ def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
 @pytest.mark.parametrize("overrides, message", [
     ({"rewards.alivee.weight": 1.0}, "override 'rewards.alivee.weight': rewards has no 'alivee' (it has ["),
     ({"observations.actor.joint_pos.scale": 1.0}, "observations has no 'actor' (it has ['critic', 'policy'])"),
-    ({"rewards.alive.weight": True}, "override 'rewards.alive.weight': expected a number, like 0.5, got True"),
-    ({"rewards.alive.weight": "1"}, "expected a number, like 0.5, got '1'"),
+    ({"rewards.alive.weight": True}, "override 'rewards.alive.weight': expected a finite number, like 0.5, got True"),
+    ({"rewards.alive.weight": "1"}, "expected a finite number, like 0.5, got '1'"),
+    ({"rewards.alive.weight": float("nan")}, "expected a finite number, like 0.5, got nan"),
     ({"observations.policy.joint_pos.history": 2.0}, "expected an int, like 1, got 2.0"),
     ({"events.push.interval_s": (1, 2, 3)}, "expected a tuple of 2, like (1.0, 3.0), got (1, 2, 3)"),
     ({"events.push.interval_s": [1, 2]}, "expected a tuple of 2"),
-    ({"randomization.friction": (0.5, "a")}, "override 'randomization.friction.1': expected a number"),
+    ({"randomization.friction": (0.5, "a")}, "override 'randomization.friction.1': expected a finite number"),
     ({"rewards.alive": 1.0}, "override 'rewards.alive': it holds a RewardTerm, not a value; change its fields"),
     ({"rewards.alive.func": len}, "override 'rewards.alive.func': it holds a function, not a value"),
     ({"sim_dt.x": 1.0}, "override 'sim_dt': it is a value; 'x' cannot be found in it"),
@@ -95,7 +96,8 @@ def test_text_reads_as_the_kind_of_the_value_it_replaces(x, n):
 
 
 @pytest.mark.parametrize("path, raw, message", [
-    ("rewards.alive.weight", "inf", "expected a number, got 'inf'"),
+    ("rewards.alive.weight", "inf", "expected a finite number, got 'inf'"),
+    ("observations.policy.joint_pos.clip", "-inf,1", "expected finite numbers, got '-inf,1'"),
     ("observations.policy.joint_pos.history", "2.5", "expected an int, got '2.5'"),
     ("events.push.interval_s", "1", "expected 2 comma-separated values, like 1.0,3.0, got '1'"),
     ("commands.base_velocity.params.ranges", "0,1", "it holds 3 parts; give one at a time, by index "
@@ -137,7 +139,7 @@ def test_a_run_keeps_its_overrides_and_the_command_line_reads_them(tmp_path, cap
     assert main([*argv, "--override", "rewards.alive.weight=0"]) == 0
     assert "alive                +0.00000" in capsys.readouterr().out
     for bad, message in ((["--override", "rewards.alive.weight=x"], "argument --override: override "
-                                                                    "'rewards.alive.weight': expected a number"),
+                                                                    "'rewards.alive.weight': expected a finite number"),
                          (["--override", "alive=1"], "argument --override: override 'alive': the task has no"),
                          (["--override", "rewards.alive.weight"], "argument --override: expected PATH=VALUE"),
                          (["--override", "a.b=1", "--override", "a.b=2"], "argument --override: ['a.b'] given twice"),

@@ -68,7 +68,7 @@ def _rebuilt(obj: Any, key: str, value: Any) -> Any:
 def _kind(old: Any) -> str:
     if isinstance(old, bool):
         return "true or false"
-    return {int: "an int", float: "a number", str: "text"}.get(type(old), f"a {type(old).__name__}")
+    return {int: "an int", float: "a finite number", str: "text"}.get(type(old), f"a {type(old).__name__}")
 
 
 def _fit(path: str, old: Any, new: Any) -> Any:
@@ -80,7 +80,7 @@ def _fit(path: str, old: Any, new: Any) -> Any:
     elif isinstance(old, int):
         ok = isinstance(new, int) and not isinstance(new, bool)
     elif isinstance(old, float):
-        ok = _is_number(new)
+        ok = _is_number(new) and math.isfinite(new)
         new = float(new) if ok else new  # an int for a float: the same number
     elif isinstance(old, str):
         ok = isinstance(new, str)
@@ -170,7 +170,7 @@ def read(cfg: Any, path: str, raw: str) -> Any:
         if len(items) != len(old):
             raise OverrideError(f"override {path!r}: expected {len(old)} comma-separated values, like "
                                 f"{','.join(str(o) for o in old)}, got {raw!r}")
-        return tuple(_scalar(f"{path}[{i}]", o, item) for i, (o, item) in enumerate(zip(old, items)))
+        return tuple(_scalar(f"{path}.{i}", o, item) for i, (o, item) in enumerate(zip(old, items)))
     if old is None:
         if raw in ("true", "false"):
             return raw == "true"
@@ -178,5 +178,7 @@ def read(cfg: Any, path: str, raw: str) -> Any:
             numbers = tuple(float(p) for p in raw.split(","))
         except ValueError:
             return raw
+        if not all(math.isfinite(x) for x in numbers):
+            raise OverrideError(f"override {path!r}: expected finite numbers, got {raw!r}")
         return numbers[0] if len(numbers) == 1 else numbers
     return _scalar(path, old, raw)
