@@ -641,7 +641,8 @@ def test_play_takes_task_options_and_refuses_those_its_policy_cannot_read(tmp_pa
     saved = torch.load(res.checkpoint, weights_only=True)
     saved["infos"]["task"]["observations"]["policy"].remove("base_ang_vel")  # as if trained on another layout
     torch.save(saved, other := tmp_path / "model_5.pt")
-    with pytest.raises(checkpoint.CheckpointError, match="observed observations .* with task options {} has"):
+    with pytest.raises(checkpoint.CheckpointError,
+                       match="was trained with observations .*; Motrix/Go1WalkFlat-v0 made with task options {} has"):
         play(env_id("Go1WalkFlat"), other, steps=1, progress=False)
 
 

@@ -90,8 +90,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         now = task_facts(env_id, mode="play", **options)
         for key in ("observations", "history"):
             if meta["task"].get(key, now[key]) != now[key]:
-                raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} observed {key} {meta['task'][key]}, "
-                                      f"{env_id} with task options {options} has {now[key]}")
+                raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} was trained with {key} "
+                                      f"{meta['task'][key]}; {env_id} made with task options {options} has {now[key]}")
     render = {} if out is None else {"render_mode": "rgb_array", "width": width, "height": height,
                                      "render_markers": markers}
     env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render,
