@@ -176,3 +176,18 @@ def test_every_command_that_makes_a_task_takes_options_and_overrides(capsys):
         with pytest.raises(SystemExit) as exit:
             main([cmd, "Go1WalkFlat", *extra, "--override", "rewards.alivee.weight=0"])
         assert exit.value.code == 2 and "rewards has no 'alivee'" in capsys.readouterr().err, cmd
+
+
+def test_a_run_starts_from_a_checkpoint_whose_overrides_gave_it_the_same_observations(tmp_path):
+    """``--start-from`` compares the checkpoint's observation layout with the new task as its
+    overrides make it, not with the task's defaults."""
+    kept = {"overrides": {"observations.policy.joint_pos.history": 2}}
+    first = train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0,
+                  progress=False, config=tiny("Go1WalkFlat"), task_options=kept)
+    again = train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0,
+                  progress=False, config=tiny("Go1WalkFlat"), task_options=kept, start_from=first.checkpoint)
+    assert again.iterations == 1
+    with pytest.raises(checkpoint.CheckpointError, match=r"with histories \[2\], Motrix/Go1WalkFlat-v0's 'policy' "
+                                                         r"observations keep \[1\]"):
+        train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path / "no", compile=False, progress=False,
+              config=tiny("Go1WalkFlat"), start_from=first.checkpoint)

@@ -56,14 +56,14 @@ def _facts(ckpt: dict[str, Any]) -> dict[str, Any]:
                               f"{e}") from None
 
 
-def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path) -> dict[str, Any]:
-    """The checkpoint at ``path``, if ``env_id``'s models can start from it: the same robot and
-    model settings (``MODEL_FIELDS``), and each model's observation terms a subset of the new
-    task's (a term the checkpoint did not observe starts blind). Otherwise a CheckpointError
-    saying what differs."""
+def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path, **options: Any) -> dict[str, Any]:
+    """The checkpoint at ``path``, if ``env_id``'s models (the task made with ``options``, which
+    may change its observations) can start from it: the same robot and model settings
+    (``MODEL_FIELDS``), and each model's observation terms a subset of the new task's (a term the
+    checkpoint did not observe starts blind). Otherwise a CheckpointError saying what differs."""
     ckpt = checkpoint.load(path)
     source = ckpt["infos"]["env_id"]
-    was, now = _facts(ckpt), task_facts(env_id)
+    was, now = _facts(ckpt), task_facts(env_id, **options)
     if was["robot"] != now["robot"]:
         raise CheckpointError(f"start from {str(path)!r}: it was trained on {source} ({was['robot_label']}), "
                               f"{env_id} has a {now['robot_label']}")

@@ -182,7 +182,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         start_it, state = int(ckpt["iter"]) + 1, ckpt
     cfg = (config or default_config(env_id)).with_(**changes)
     facts = task_facts(env_id, **options)  # the options checked before anything starts
-    start = check_init_from(env_id, cfg, start_from) if start_from is not None else None
+    start = check_init_from(env_id, cfg, start_from, **options) if start_from is not None else None
 
     torch.manual_seed(seed + rank)
     env = make_rsl_rl(env_id, num_envs=cfg.num_envs, seed=seed, compile=compile, progress=progress and lead,
