@@ -242,7 +242,8 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"run directory {res.run_dir}")
     print(f"training: {last_episodes(s)}")
     if s.get("eval"):
-        print(f"first episode of {args.eval_lanes} lanes:   mean return   mean length")
+        made = f" (task with its {len(s['eval_overrides'])} override(s))" if s["eval_overrides"] else ""
+        print(f"first episode of {args.eval_lanes} lanes{made}:   mean return   mean length")
         for name, e in s["eval"].items():
             print(f"  {name:<8} {e['mean_return']:>22.3f} {e['mean_episode_length']:>13.1f}")
     print(f"checkpoint: {res.checkpoint}")
@@ -349,9 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--command-curriculum", action="store_true",
                     help="velocity tasks: each lane's commands start small and widen as it tracks them "
                          "(--task-option command_curriculum=true)")
-    add_task_arguments(tr, "a make-time option of the task for training (repeatable; the final comparison, play "
-                           "and videos run the task without it): sampling=uniform, command=0.5,0,0, ... VALUE: "
-                           "true or false, a number, comma-separated numbers, else text")
+    add_task_arguments(tr, "a make-time option of the task for training (repeatable; the final comparison and "
+                           "the videos run the task without it, but with the --override ones): sampling=uniform, "
+                           "command=0.5,0,0, ... VALUE: true or false, a number, comma-separated numbers, else text")
     start = tr.add_mutually_exclusive_group()
     start.add_argument("--resume", default=None, metavar="CHECKPOINT",
                        help="continue from a model_<it>.pt (a run's folder: its last)")

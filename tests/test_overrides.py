@@ -191,3 +191,51 @@ def test_a_run_starts_from_a_checkpoint_whose_overrides_gave_it_the_same_observa
                                                          r"observations keep \[1\]"):
         train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path / "no", compile=False, progress=False,
               config=tiny("Go1WalkFlat"), start_from=first.checkpoint)
+
+
+def test_a_run_compares_and_records_its_policy_on_the_task_as_its_overrides_made_it(tmp_path):
+    """The final comparison and the videos run the task with the run's overrides (which here give
+    the policy wider observations: on the plain task it could not act), but without its make-time
+    options; the videos leave out the overrides that play mode has no place for (pushes)."""
+    overrides = {"observations.policy.joint_pos.history": 2, "rewards.alive.weight": 0.0,
+                 "events.push.interval_s": (2.0, 4.0)}
+    res = train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path, compile=False, eval_lanes=2, progress=False,
+                config=tiny("Go1WalkFlat"), video=True, video_length=2,
+                task_options={"overrides": overrides, "heading_command": True})
+    assert res.summary["eval_overrides"] == overrides
+    for name in ("policy", "random", "zero"):
+        assert res.summary["eval"][name]["reward_terms"]["alive"] == 0.0, name
+    assert (res.run_dir / "videos" / "model_0.mp4").stat().st_size > 0
+
+
+@pytest.fixture
+def go1_longer():
+    """Go1WalkFlat whose make-time option ``longer`` keeps a history of joint positions,
+    registered as a task of its own while the test runs."""
+    import gymnasium as gym
+
+    from motrix_gym.envs import TASKS
+    from motrix_gym.registry import register_task
+
+    def build(mode: str = "train", longer: bool = False):
+        cfg = task_config("Go1WalkFlat", mode=mode)
+        return apply(cfg, {"observations.policy.joint_pos.history": 2}) if longer else cfg
+
+    register_task("Go1Longer", build, ppo=tiny("Go1WalkFlat"))
+    yield env_id("Go1Longer")
+    TASKS.pop("Go1Longer")
+    gym.registry.pop(env_id("Go1Longer"))
+
+
+@pytest.mark.parametrize("eval_lanes, video", [(2, False), (0, True)])
+def test_a_run_whose_options_change_the_observations_is_refused_before_it_starts(go1_longer, tmp_path,
+                                                                                  eval_lanes, video):
+    """Without its make-time options the task would give the policy other observations: the final
+    comparison or the videos could not run it, which the run says before it starts."""
+    what = "the final comparison" if eval_lanes else "the videos"
+    with pytest.raises(ValueError, match=rf"{what}: {go1_longer} made with .* has history .*'joint_pos': 2"):
+        train(go1_longer, iterations=1, log_dir=tmp_path, compile=False, eval_lanes=eval_lanes, progress=False,
+              video=video, task_options={"longer": True})
+    assert not any(tmp_path.rglob("*.pt"))
+    assert train(go1_longer, iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
+                 task_options={"longer": True}).iterations == 1

@@ -43,6 +43,12 @@ def task_facts(env_id: str, **options: Any) -> dict[str, Any]:
                         for g, terms in cfg.observations.items()}}
 
 
+def layout_change(trained: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """The first fact of the observations a policy reads (its terms, their histories) in which the
+    task facts ``now`` differ from those it was ``trained`` on; None if they agree."""
+    return next((k for k in ("observations", "history") if trained.get(k, now[k]) != now[k]), None)
+
+
 def _facts(ckpt: dict[str, Any]) -> dict[str, Any]:
     """The task facts ``ckpt`` records; for a checkpoint without them (an earlier format), those of
     its task as registered now."""

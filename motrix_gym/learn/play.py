@@ -16,7 +16,7 @@ from motrix_gym.learn import checkpoint
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import PpoConfig
 from motrix_gym.learn.export import deployment_metadata, export_onnx
-from motrix_gym.learn.model_init import task_facts
+from motrix_gym.learn.model_init import layout_change, task_facts
 from motrix_gym.registry import check_id
 from motrix_gym.sim.render import tile
 from motrix_gym.video import VIDEO_SUFFIXES, check_writer, write_video
@@ -88,10 +88,10 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} was trained on {meta['env_id']}, not {env_id}")
     if "task" in meta:  # the policy reads the observations it was trained on, whatever the options
         now = task_facts(env_id, mode="play", **options)
-        for key in ("observations", "history"):
-            if meta["task"].get(key, now[key]) != now[key]:
-                raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} was trained with {key} "
-                                      f"{meta['task'][key]}; {env_id} made with task options {options} has {now[key]}")
+        key = layout_change(meta["task"], now)
+        if key is not None:
+            raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} was trained with {key} "
+                                  f"{meta['task'][key]}; {env_id} made with task options {options} has {now[key]}")
     render = {} if out is None else {"render_mode": "rgb_array", "width": width, "height": height,
                                      "render_markers": markers}
     env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render,

@@ -11,6 +11,11 @@ A run directory holds TensorBoard events, ``model_<it>.pt`` checkpoints (data on
 ``summary.json``: the final policy (its mean action) against uniform random and zero actions,
 each over the first episode of the same lanes. With ``video``, ``videos/model_<it>.mp4`` beside
 each checkpoint shows its policy in the task's play mode (``play.py``).
+
+Both run the task as its overrides made it (they may change what the policy reads and what its
+actions do) but without its make-time options, which choose how to train (a curriculum, heading
+commands, a motion sampling), so that runs with different options compare on one task.
+
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from motrix_gym.learn import checkpoint
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import MODEL_FIELDS, PpoConfig
 from motrix_gym.learn.evaluate import evaluate
-from motrix_gym.learn.model_init import check_init_from, init_from, task_facts
+from motrix_gym.learn.model_init import check_init_from, init_from, layout_change, task_facts
 from motrix_gym.learn.play import play
 from motrix_gym.registry import check_id
 from motrix_gym.runtime.distributed import Ranks
@@ -119,7 +124,10 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
 
     ``task_options``: make-time options of the task for training
     (``{"command_curriculum": True}``), recorded in the checkpoints; a resumed run keeps its
-    checkpoint's. The final comparison, ``play`` and the videos run the task without them."""
+    checkpoint's; ``task_options["overrides"]`` changes the task's config
+    (``manager/overrides.py``). The final comparison and the videos run the task with the
+    overrides but without the other options; the videos, in play mode, leave out the overrides of
+    parts that play mode does not have (pushes, randomisation)."""
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
@@ -182,6 +190,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         start_it, state = int(ckpt["iter"]) + 1, ckpt
     cfg = (config or default_config(env_id)).with_(**changes)
     facts = task_facts(env_id, **options)  # the options checked before anything starts
+    overrides = dict(options.get("overrides") or {})
+    shown = _shown_tasks(env_id, facts, overrides, eval_lanes > 0, video) if lead else {}
     start = check_init_from(env_id, cfg, start_from, **options) if start_from is not None else None
 
     torch.manual_seed(seed + rank)
@@ -229,7 +239,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         out.parent.mkdir(exist_ok=True)
         try:  # a run stopped while recording leaves no half-written video
             with torch.random.fork_rng(devices=[]):  # building the policy's models draws from torch's RNG
-                play(env_id, path, out=part, steps=video_length, seed=seed, progress=False)
+                play(env_id, path, out=part, steps=video_length, seed=seed, progress=False,
+                     task_options={"overrides": shown} if shown else None)
         except BaseException:
             part.unlink(missing_ok=True)
             raise
@@ -334,16 +345,49 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                "episodes": everyone, "train_seconds": seconds,
                **{f"final_train_{k}": None if math.isnan(rows[-1][k]) else rows[-1][k]
                   for k in ("mean_return", "mean_episode_length")},
-               "interrupted": interrupted, "eval": None}
+               "interrupted": interrupted, "eval": None, "eval_overrides": overrides}
     if eval_lanes and not interrupted:
         alg.eval_mode()
         try:
             summary["eval"] = evaluate(env_id, alg.get_policy(), lanes=eval_lanes, seed=seed + 1,
-                                       progress=progress, device=device)
+                                       progress=progress, device=device,
+                                       **({"overrides": overrides} if overrides else {}))
         except KeyboardInterrupt:  # the run stands, saved, without its comparison
             summary["interrupted"] = True
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return TrainResult(run_dir, last, done, done * steps_per_it, seconds, summary, mine)
+
+
+def _shown_tasks(env_id: str, facts: dict[str, Any], overrides: dict[str, Any], compare: bool,
+                 video: bool) -> dict[str, Any]:
+    """The overrides of the videos: the run's ``overrides`` that the task in play mode has a place
+    for (it has no pushes or randomisation to change). Checks that the comparison's task (with
+    ``overrides``, without the other options) and the videos' give the policy the observations it
+    is trained on (``facts``), before the run starts."""
+    from motrix_gym.envs import task_config, task_name
+    from motrix_gym.manager.overrides import OverrideError, current
+
+    def check(what: str, **options: Any) -> None:
+        now = task_facts(env_id, **options)
+        key = layout_change(facts, now)
+        if key is not None:
+            raise ValueError(f"{what}: {env_id} made with {options} has {key} {now[key]}, not the "
+                             f"{facts[key]} the policy is trained on")
+
+    if compare:
+        check("the final comparison", **({"overrides": overrides} if overrides else {}))
+    if not video:
+        return {}
+    play_cfg = task_config(task_name(env_id), mode="play")
+    shown = {}
+    for path, value in overrides.items():
+        try:
+            current(play_cfg, path)
+        except OverrideError:
+            continue
+        shown[path] = value
+    check("the videos", mode="play", **({"overrides": shown} if shown else {}))
+    return shown
 
 
 def _go_on(distributed: bool, here: bool) -> bool:
