@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import motrix_gym
 from motrix_gym.arguments import (
@@ -27,6 +28,8 @@ from motrix_gym.arguments import (
 from motrix_gym.envs import task_config, task_name
 from motrix_gym.sim.backend import BACKENDS, MissingExtra
 from motrix_gym.video import VIDEO_SUFFIXES
+
+T = TypeVar("T")
 
 
 def cmd_list(args: argparse.Namespace) -> None:
@@ -150,11 +153,11 @@ def _run_name(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _as_argument_error(parser: argparse.ArgumentParser, flag: str, check: Callable[[], object]) -> None:
-    """Run ``check``; a TypeError or ValueError it raises (a task option the task does not take,
+def _as_argument_error(parser: argparse.ArgumentParser, flag: str, check: Callable[[], T]) -> T:
+    """``check()``; a TypeError or ValueError it raises (a task option the task does not take,
     a path or task that cannot serve) becomes ``parser``'s one-line error about ``flag``."""
     try:
-        check()
+        return check()
     except (TypeError, ValueError) as e:
         parser.error(f"argument {flag}: {e}")
 
@@ -180,19 +183,17 @@ def _task_options(parser: argparse.ArgumentParser, args: argparse.Namespace, imp
     _refuse_twice(parser, "--task-option", options, f"{implied_by} sets {implied[0][0]}" if implied else "")
     args.task_options = dict(options)
     flag = "--task-option" if args.task_option else implied_by
-    if args.task_options:
-        _as_argument_error(parser, flag, lambda: task_config(task_name(args.env_id), **fixed, **args.task_options))
+    if not (args.task_options or args.override):
+        return
+    base = _as_argument_error(parser, flag, lambda: task_config(task_name(args.env_id), **fixed, **args.task_options))
     if args.override:
-        from motrix_gym.manager.overrides import read
+        from motrix_gym.manager.overrides import apply, read
 
         _refuse_twice(parser, "--override", args.override, "")
-        base = task_config(task_name(args.env_id), **fixed, **args.task_options)
-        typed: dict[str, object] = {}
-        _as_argument_error(parser, "--override", lambda: typed.update(
-            (path, read(base, path, raw)) for path, raw in args.override))
+        typed = _as_argument_error(parser, "--override", lambda: {path: read(base, path, raw)
+                                                                 for path, raw in args.override})
+        _as_argument_error(parser, "--override", lambda: apply(base, typed))
         args.task_options["overrides"] = typed
-        _as_argument_error(parser, "--override", lambda: task_config(task_name(args.env_id), **fixed,
-                                                                     **args.task_options))
 
 
 def _require_train_extra() -> None:
