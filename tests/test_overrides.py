@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from conftest import tiny
 from motrix_gym.envs import task_config
 from motrix_gym.learn import checkpoint
+from motrix_gym.learn.play import play
 from motrix_gym.learn.train import train
 from motrix_gym.manager.overrides import OverrideError, apply, current, read
 from motrix_gym.registry import env_id
@@ -206,6 +207,12 @@ def test_a_run_compares_and_records_its_policy_on_the_task_as_its_overrides_made
     for name in ("policy", "random", "zero"):
         assert res.summary["eval"][name]["reward_terms"]["alive"] == 0.0, name
     assert (res.run_dir / "videos" / "model_0.mp4").stat().st_size > 0
+    with pytest.raises(checkpoint.CheckpointError, match=r"was trained with history .* made with task options {} has "
+                                                         r".* \(the run's task options were {'overrides': {'obs"):
+        play(env_id("Go1WalkFlat"), res.checkpoint, steps=1, progress=False)
+    played = play(env_id("Go1WalkFlat"), res.checkpoint, steps=2, progress=False,
+                  task_options={"overrides": {"observations.policy.joint_pos.history": 2}})
+    assert played.steps == 2
 
 
 @pytest.fixture

@@ -90,8 +90,11 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         now = task_facts(env_id, mode="play", **options)
         key = layout_change(meta["task"], now)
         if key is not None:
+            trained = meta.get("task_options") or {}
+            hint = f" (the run's task options were {trained})" if trained else ""
             raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} was trained with {key} "
-                                  f"{meta['task'][key]}; {env_id} made with task options {options} has {now[key]}")
+                                  f"{meta['task'][key]}; {env_id} made with task options {options} has {now[key]}"
+                                  + hint)
     render = {} if out is None else {"render_mode": "rgb_array", "width": width, "height": height,
                                      "render_markers": markers}
     env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render,
