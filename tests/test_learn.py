@@ -191,6 +191,35 @@ def test_start_from_another_task_keeps_its_models_and_starts_blind_to_new_terms(
     assert not (tmp_path / "bad").exists()
 
 
+def test_a_policy_plays_another_task_of_its_robot_blind_to_the_terms_it_never_observed(tmp_path):
+    """A policy of rough ground plays flat ground (the same observations) and stairs (and a height
+    scan): each term it read reaches it at its columns there, the scan at zero weight."""
+    from tensordict import TensorDict
+
+    from motrix_gym.integrations.rsl_rl import make_rsl_rl
+
+    rough = train(env_id("Go1WalkRough"), iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0,
+                  progress=False, config=tiny("Go1WalkRough"))
+    source = make_rsl_rl(env_id("Go1WalkRough"), num_envs=4, compile=False, progress=False)
+    stairs = make_rsl_rl(env_id("Go1WalkStairs"), num_envs=4, compile=False, progress=False)
+    own, _ = load_policy(rough.checkpoint, source)
+    blind, _ = load_policy(rough.checkpoint, stairs)
+    obs = stairs.get_observations()
+    scan = stairs.env.runtime.observation_columns("policy")["height_scan"]
+    seen = TensorDict({"policy": torch.cat([obs["policy"][:, :scan.start], obs["policy"][:, scan.stop:]], -1)},
+                      batch_size=[4])
+    other = obs.clone()
+    other["policy"][:, scan] += torch.linspace(-1, 1, scan.stop - scan.start)
+    with torch.no_grad():
+        assert torch.allclose(blind(obs), own(seen), atol=1e-6)
+        assert torch.equal(blind(obs), blind(other))
+    for env in (source, stairs):
+        env.close()
+    for task in ("Go1WalkFlat", "Go1WalkStairs"):
+        res = play(env_id(task), rough.checkpoint, steps=5, lanes=2, progress=False)
+        assert res.steps == 5 and "track_lin_vel" in res.reward_terms, task
+
+
 def test_onnx_export_reproduces_the_policy_and_says_how_to_drive_the_joints(tmp_path):
     import importlib
 
@@ -335,7 +364,13 @@ def test_cli_train_then_play_writes_a_gif(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["play", "Motrix/Go1WalkFlat-v0", "--checkpoint", "CKPT"], "was trained on Motrix/G1WalkFlat-v0, not Motrix/Go1"),
+    (["play", "Motrix/Go1WalkFlat-v0", "--checkpoint", "CKPT"],
+     "trained on Motrix/G1WalkFlat-v0 (Unitree G1 29-DoF), Motrix/Go1WalkFlat-v0 has a Unitree Go1"),
+    (["play", "Motrix/G1WbtDance-v0", "--checkpoint", "CKPT"],
+     "its actor observed ['gait_phase', 'last_action', 'projected_gravity'], which Motrix/G1WbtDance-v0's 'policy' "
+     "observations lack"),
+    (["play", "Motrix/G1WalkRough-v0", "--checkpoint", "CKPT", "--export", "onnx"],
+     "export describes the task a policy was trained on: play Motrix/G1WalkFlat-v0 to export"),
     (["train", "Motrix/G1WalkFlat-v0", "--resume", "CKPT", "--ppo", "actor_hidden=8"],
      "a resumed run keeps its checkpoint's models: ['actor_hidden'] cannot change"),
     (["train", "Motrix/Go1WalkFlat-v0", "--start-from", "CKPT"],
@@ -639,10 +674,10 @@ def test_play_takes_task_options_and_refuses_those_its_policy_cannot_read(tmp_pa
         with pytest.raises((TypeError, ValueError), match=message):
             played(**bad)
     saved = torch.load(res.checkpoint, weights_only=True)
-    saved["infos"]["task"]["observations"]["policy"].remove("base_ang_vel")  # as if trained on another layout
+    saved["infos"]["task"]["observations"]["policy"].append("height_scan")  # as if it had observed one
     torch.save(saved, other := tmp_path / "model_5.pt")
-    with pytest.raises(checkpoint.CheckpointError,
-                       match="was trained with observations .*; Motrix/Go1WalkFlat-v0 made with task options {} has"):
+    with pytest.raises(checkpoint.CheckpointError, match=r"its actor observed \['height_scan'\], which "
+                                                         r"Motrix/Go1WalkFlat-v0's 'policy' observations lack$"):
         play(env_id("Go1WalkFlat"), other, steps=1, progress=False)
 
 

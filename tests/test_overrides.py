@@ -207,8 +207,9 @@ def test_a_run_compares_and_records_its_policy_on_the_task_as_its_overrides_made
     for name in ("policy", "random", "zero"):
         assert res.summary["eval"][name]["reward_terms"]["alive"] == 0.0, name
     assert (res.run_dir / "videos" / "model_0.mp4").stat().st_size > 0
-    with pytest.raises(checkpoint.CheckpointError, match=r"was trained with history .* made with task options {} has "
-                                                         r".* \(the run's task options were {'overrides': {'obs"):
+    with pytest.raises(checkpoint.CheckpointError, match=r"its actor observed \['joint_pos'\] with histories \[2\], "
+                                                         r".*keep \[1\] \(its run trained Motrix/Go1WalkFlat-v0 "
+                                                         r"with task options {'overrides': {'obs"):
         play(env_id("Go1WalkFlat"), res.checkpoint, steps=1, progress=False)
     played = play(env_id("Go1WalkFlat"), res.checkpoint, steps=2, progress=False,
                   task_options={"overrides": {"observations.policy.joint_pos.history": 2}})

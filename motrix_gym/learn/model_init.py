@@ -1,5 +1,6 @@
 """``train --start-from``: a task's actor and critic start from the models of another task's
-checkpoint of the same robot (a policy trained on rough ground starting on stairs).
+checkpoint of the same robot (a policy trained on rough ground starting on stairs); ``play`` runs
+a policy so on another task of its robot (a policy of flat ground on rough ground).
 
 Each model reads one observation group (``PpoConfig.to_rsl_rl``'s ``obs_groups``); its first
 layer's input columns are the group's terms in order (``TorchManagerRuntime.observation_columns``).
@@ -10,6 +11,7 @@ anything.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +25,9 @@ from motrix_gym.learn.config import MODEL_FIELDS, PpoConfig
 _COLUMNS = ("mlp.0.weight", "obs_normalizer._mean", "obs_normalizer._var", "obs_normalizer._std")
 
 
-def _groups(cfg: PpoConfig) -> dict[str, str]:
-    """Each model (``"actor"``, ``"critic"``) and the observation group it reads."""
-    return {model: group for model, (group,) in cfg.to_rsl_rl()["obs_groups"].items()}
+def _groups(cfg: PpoConfig, models: Sequence[str]) -> dict[str, str]:
+    """Each of ``models`` (``"actor"``, ``"critic"``) and the observation group it reads."""
+    return {model: group for model, (group,) in cfg.to_rsl_rl()["obs_groups"].items() if model in models}
 
 
 def task_facts(env_id: str, **options: Any) -> dict[str, Any]:
@@ -49,7 +51,10 @@ def layout_change(trained: dict[str, Any], now: dict[str, Any]) -> str | None:
     return next((k for k in ("observations", "history") if trained.get(k, now[k]) != now[k]), None)
 
 
-def _facts(ckpt: dict[str, Any]) -> dict[str, Any]:
+MODELS = ("actor", "critic")
+
+
+def _facts(ckpt: dict[str, Any], purpose: str) -> dict[str, Any]:
     """The task facts ``ckpt`` records; for a checkpoint without them (an earlier format), those of
     its task as registered now."""
     infos = ckpt["infos"]
@@ -58,51 +63,54 @@ def _facts(ckpt: dict[str, Any]) -> dict[str, Any]:
     try:
         return task_facts(infos["env_id"])
     except ValueError as e:
-        raise CheckpointError(f"start from a checkpoint of {infos['env_id']}, which it does not describe: "
+        raise CheckpointError(f"{purpose} a checkpoint of {infos['env_id']}, which it does not describe: "
                               f"{e}") from None
 
 
-def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path, **options: Any) -> dict[str, Any]:
-    """The checkpoint at ``path``, if ``env_id``'s models (the task made with ``options``, which
-    may change its observations) can start from it: the same robot and model settings
+def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path, options: Mapping[str, Any] | None = None, *,
+                    models: Sequence[str] = MODELS, purpose: str = "start from") -> dict[str, Any]:
+    """The checkpoint at ``path``, if ``env_id``'s ``models`` (the task made with ``options``,
+    which may change its observations) can start from it: the same robot and model settings
     (``MODEL_FIELDS``), and each model's observation terms a subset of the new task's (a term the
-    checkpoint did not observe starts blind). Otherwise a CheckpointError saying what differs."""
+    checkpoint did not observe starts blind). Otherwise a CheckpointError saying what differs,
+    after ``purpose`` and the path."""
     ckpt = checkpoint.load(path)
     source = ckpt["infos"]["env_id"]
-    was, now = _facts(ckpt), task_facts(env_id, **options)
+    was, now = _facts(ckpt, purpose), task_facts(env_id, **(options or {}))
     if was["robot"] != now["robot"]:
-        raise CheckpointError(f"start from {str(path)!r}: it was trained on {source} ({was['robot_label']}), "
+        raise CheckpointError(f"{purpose} {str(path)!r}: it was trained on {source} ({was['robot_label']}), "
                               f"{env_id} has a {now['robot_label']}")
     old = PpoConfig.from_dict(ckpt["infos"]["ppo"])
     for field in MODEL_FIELDS:
         if getattr(old, field) != getattr(cfg, field):
-            raise CheckpointError(f"start from {str(path)!r}: its {field} is {getattr(old, field)!r}, "
+            raise CheckpointError(f"{purpose} {str(path)!r}: its {field} is {getattr(old, field)!r}, "
                                   f"{env_id} trains with {getattr(cfg, field)!r}")
-    for model, group in _groups(cfg).items():
+    for model, group in _groups(cfg, models).items():
         extra = sorted(set(was["observations"][group]) - set(now["observations"][group]))
         if extra:
-            raise CheckpointError(f"start from {str(path)!r}: its {model} observed {extra}, which {env_id}'s "
+            raise CheckpointError(f"{purpose} {str(path)!r}: its {model} observed {extra}, which {env_id}'s "
                                   f"{group!r} observations lack")
         kept = [{n: h.get(group, {}).get(n, 1) for n in was["observations"][group]}
                 for h in (was.get("history", {}), now["history"])]  # a checkpoint without histories: none
         differ = sorted(n for n in kept[0] if kept[0][n] != kept[1][n])
         if differ:
-            raise CheckpointError(f"start from {str(path)!r}: its {model} observed {differ} with histories "
+            raise CheckpointError(f"{purpose} {str(path)!r}: its {model} observed {differ} with histories "
                                   f"{[kept[0][n] for n in differ]}, {env_id}'s {group!r} observations keep "
                                   f"{[kept[1][n] for n in differ]}")
     return ckpt
 
 
-def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any]) -> None:
-    """Load ``ckpt`` (from ``check_init_from``) into ``alg``'s actor and critic: each term's
+def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any], *, models: Sequence[str] = MODELS,
+              purpose: str = "start from") -> None:
+    """Load ``ckpt`` (from ``check_init_from``) into ``alg``'s ``models``: each term's
     first-layer weights and normaliser statistics move to the term's columns in the new task,
     columns of terms it did not observe keep zero weights; every other weight is copied (a
     shape that differs, such as another action count, is a CheckpointError). The normalisers'
     counts restart, so that their statistics follow the new task's observations from the first
     iteration. The optimizer and iteration count start afresh."""
     rt = env.env.runtime
-    source, observed = ckpt["infos"]["env_id"], _facts(ckpt)["observations"]
-    for model, group in _groups(cfg).items():
+    source, observed = ckpt["infos"]["env_id"], _facts(ckpt, purpose)["observations"]
+    for model, group in _groups(cfg, models).items():
         columns = rt.observation_columns(group)
         old, start = {}, 0
         for name in observed[group]:
@@ -110,7 +118,7 @@ def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any]) -> None:
             old[name], start = slice(start, start + width), start + width
         saved = ckpt[f"{model}_state_dict"]
         if saved["mlp.0.weight"].shape[1] != start:
-            raise CheckpointError(f"start from {source}: its {model} read {saved['mlp.0.weight'].shape[1]} inputs, "
+            raise CheckpointError(f"{purpose} {source}: its {model} read {saved['mlp.0.weight'].shape[1]} inputs, "
                                   f"its terms are {start} wide here")
         module = getattr(alg, model)
         state = module.state_dict()
@@ -128,4 +136,4 @@ def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any]) -> None:
         try:
             module.load_state_dict(state, strict=True)
         except RuntimeError as e:
-            raise CheckpointError(f"start from {source}: its {model} does not fit this task's: {e}") from None
+            raise CheckpointError(f"{purpose} {source}: its {model} does not fit this task's: {e}") from None

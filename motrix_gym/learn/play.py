@@ -16,7 +16,7 @@ from motrix_gym.learn import checkpoint
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import PpoConfig
 from motrix_gym.learn.export import deployment_metadata, export_onnx
-from motrix_gym.learn.model_init import layout_change, task_facts
+from motrix_gym.learn.model_init import check_init_from, init_from
 from motrix_gym.registry import check_id
 from motrix_gym.sim.render import tile
 from motrix_gym.video import VIDEO_SUFFIXES, check_writer, write_video
@@ -33,15 +33,32 @@ class PlayResult:
 
 
 def load_policy(path: str | Path, env: Any) -> tuple[Callable, Any]:
-    """The deterministic policy of checkpoint ``path`` for ``env`` (an rsl_rl adapter of the same
-    task), and the algorithm that holds it."""
+    """The deterministic policy of checkpoint ``path`` for ``env`` (an rsl_rl adapter of its task,
+    or of another task of its robot whose observations include the policy's: ``check_policy``),
+    and the algorithm that holds it. Each observation term the policy read reaches it at its
+    columns in ``env``; a term it never observed, at zero weight (``model_init.init_from``)."""
     from motrix_gym.learn.train import make_algorithm
 
     ckpt = checkpoint.load(path)
-    alg = make_algorithm(env, PpoConfig.from_dict(ckpt["infos"]["ppo"]))
-    alg.load(ckpt, {"actor": True}, strict=True)
+    cfg = PpoConfig.from_dict(ckpt["infos"]["ppo"])
+    alg = make_algorithm(env, cfg)
+    init_from(alg, env, cfg, ckpt, models=("actor",), purpose="play")
     alg.eval_mode()
     return alg.get_policy(), alg
+
+
+def check_policy(env_id: str, path: str | Path, options: Mapping[str, Any]) -> None:
+    """A CheckpointError, before anything is made, unless the policy of checkpoint ``path`` can
+    play ``env_id`` made with ``options``: the robot it was trained on, and every observation term
+    it read there with the same history (``model_init.check_init_from``); the error names the task
+    options and overrides its run was trained with."""
+    meta = checkpoint.load(path)["infos"]
+    try:
+        check_init_from(env_id, PpoConfig.from_dict(meta["ppo"]), path, options, models=("actor",), purpose="play")
+    except CheckpointError as e:
+        trained = meta.get("task_options") or {}
+        hint = f" (its run trained {meta['env_id']} with task options {trained})" if trained else ""
+        raise CheckpointError(f"{e}{hint}") from None
 
 
 def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None, lanes: int = 1,
@@ -49,10 +66,13 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
          width: int = 480, height: int = 360, progress: bool = True,
          command: Sequence[float] | None = None, markers: bool = True,
          task_options: Mapping[str, Any] | None = None) -> PlayResult:
-    """Run the policy of ``checkpoint_path`` (a run's folder: its last checkpoint) for ``steps`` env
+    """Run the policy of ``checkpoint_path`` (a run's folder: its last checkpoint) on ``env_id``,
+    its task or another of its robot whose observations include the policy's (a policy of flat
+    ground on rough ground or stairs, blind to the terms it never observed), for ``steps`` env
     steps (default: one episode, at most 10 s) on ``lanes`` lanes; write every ``every``-th frame
-    to ``out`` (.gif or .mp4, lanes tiled); ``export="onnx"`` writes ``policy.onnx`` beside the
-    checkpoint, with the metadata a robot's controller needs (``learn/export.py``).
+    to ``out`` (.gif or .mp4, lanes tiled); ``export="onnx"`` (on the task the policy was trained
+    on) writes ``policy.onnx`` beside the checkpoint, with the metadata a robot's controller needs
+    (``learn/export.py``).
     ``command=(vx, vy, yaw_rate)`` gives every lane of a velocity-tracking task that command;
     ``markers`` draws what the commands ask in the video (``render_markers``).
     ``task_options``: make-time options of the task (``heading_command=True``, ...; not ``mode``,
@@ -83,18 +103,11 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         out = check_out_path(out, VIDEO_SUFFIXES)
         check_writer(out.suffix)
     checkpoint_path = checkpoint.resolve(checkpoint_path)
-    meta = checkpoint.load(checkpoint_path)["infos"]
-    if meta["env_id"] != env_id:
-        raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} was trained on {meta['env_id']}, not {env_id}")
-    if "task" in meta:  # the policy reads the observations it was trained on, whatever the options
-        now = task_facts(env_id, mode="play", **options)
-        key = layout_change(meta["task"], now)
-        if key is not None:
-            trained = meta.get("task_options") or {}
-            hint = f" (the run's task options were {trained})" if trained else ""
-            raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} was trained with {key} "
-                                  f"{meta['task'][key]}; {env_id} made with task options {options} has {now[key]}"
-                                  + hint)
+    trained_on = checkpoint.load(checkpoint_path)["infos"]["env_id"]
+    if export is not None and trained_on != env_id:
+        raise CheckpointError(f"export describes the task a policy was trained on: play {trained_on} to export the "
+                         f"policy of {str(checkpoint_path)!r}, not {env_id}")
+    check_policy(env_id, checkpoint_path, {"mode": "play", **options})
     render = {} if out is None else {"render_mode": "rgb_array", "width": width, "height": height,
                                      "render_markers": markers}
     env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render,

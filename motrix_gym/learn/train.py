@@ -192,7 +192,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     facts = task_facts(env_id, **options)  # the options checked before anything starts
     overrides = dict(options.get("overrides") or {})
     shown = _shown_tasks(env_id, facts, overrides, eval_lanes > 0, video) if lead else {}
-    start = check_init_from(env_id, cfg, start_from, **options) if start_from is not None else None
+    start = check_init_from(env_id, cfg, start_from, options) if start_from is not None else None
 
     torch.manual_seed(seed + rank)
     env = make_rsl_rl(env_id, num_envs=cfg.num_envs, seed=seed, compile=compile, progress=progress and lead,
