@@ -265,7 +265,8 @@ def cmd_play(args: argparse.Namespace) -> None:
     res = play(args.env_id, path, out=args.out, lanes=args.lanes, steps=args.steps, every=args.every,
                export=args.export, seed=args.seed, width=args.width, height=args.height, markers=args.markers,
                task_options=args.task_options)
-    print(f"\n{res.steps} steps x {args.lanes} lanes, {res.episodes_ended} episodes ended")
+    other = "" if res.trained_on == args.env_id else f" of a policy trained on {res.trained_on}"
+    print(f"\n{res.steps} steps x {args.lanes} lanes{other}, {res.episodes_ended} episodes ended")
     print("mean reward per env step, by term (weight * dt included):")
     for name, v in res.reward_terms.items():
         print(f"  {name:<20} {v:+.5f}")

@@ -30,6 +30,7 @@ class PlayResult:
     episodes_ended: int
     video: Path | None
     onnx: Path | None
+    trained_on: str  # the task of the policy's run
 
 
 def load_policy(path: str | Path, env: Any) -> tuple[Callable, Any]:
@@ -143,4 +144,5 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     finally:  # frees the renderer's GL context while its display is still up
         env.close()
     return PlayResult(steps, {n: float(r) / (steps * lanes) for n, r in zip(rt.reward_names, rewards)},
-                      {k: total / max(count, 1) for k, (total, count) in metrics.items()}, ended, video, onnx)
+                      {k: total / max(count, 1) for k, (total, count) in metrics.items()}, ended, video, onnx,
+                      trained_on)
