@@ -41,6 +41,13 @@ def _call(func: Callable[..., Any], params: dict[str, Any]) -> str:
     return f"{name}({', '.join(f'{k}={_value(v)}' for k, v in params.items())})"
 
 
+def _delay(term: Any) -> str:
+    """An observation term's delay: "-", its range, and how often it is drawn within an episode."""
+    if term.delay == (0, 0):
+        return "-"
+    return _range(term.delay) + (f" every {term.delay_every}" if term.delay_every else "")
+
+
 def _range(r: Sequence[float] | None) -> str:
     return "-" if r is None else f"[{_value(r[0])}, {_value(r[1])}]"
 
@@ -80,8 +87,7 @@ def describe(env: Any) -> str:
         lines += ["", f"observations {group!r}: {sum(rt.obs_dims[group])} columns"]
         lines += _table(("columns", "term", "scale", "noise", "clip", "history", "delay", "function"), [
             (f"{cols[t.name].start}:{cols[t.name].stop}", t.name, _value(t.cfg.scale), _range(t.cfg.noise),
-             _range(t.cfg.clip), str(t.cfg.history), "-" if t.cfg.delay == (0, 0) else _range(t.cfg.delay),
-             _call(t.cfg.func, t.cfg.params)) for t in terms])
+             _range(t.cfg.clip), str(t.cfg.history), _delay(t.cfg), _call(t.cfg.func, t.cfg.params)) for t in terms])
     lines += ["", "rewards (each step adds weight * value * step_dt)"]
     lines += _table(("term", "weight", "function"),
                     [(t.name, _value(t.cfg.weight), _call(t.cfg.func, t.cfg.params)) for t in program.rewards])

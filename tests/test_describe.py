@@ -55,13 +55,14 @@ def test_the_tables_name_every_term_where_the_runtime_puts_it(task):
 
 def test_a_custom_config_shows_its_histories_and_delays():
     cfg = task_config("Go1WalkFlat")
-    policy = tuple(dataclasses.replace(t, history=3, delay=(0, 2)) if t.name == "joint_pos" else t
-                   for t in cfg.observations["policy"])
+    changes = {"joint_pos": {"history": 3, "delay": (0, 2)}, "joint_vel": {"delay": (1, 3), "delay_every": 2}}
+    policy = tuple(dataclasses.replace(t, **changes.get(t.name, {})) for t in cfg.observations["policy"])
     env = MotrixVectorEnv(dataclasses.replace(cfg, observations={**cfg.observations, "policy": policy}), 1,
                           compile=False)
     rows = {r[1]: r for r in section(check_tables(env), "observations 'policy': 69 columns")[1:]}
     assert rows["joint_pos"][:7] == ["9:45", "joint_pos", "1", "[-0.01, 0.01]", "-", "3", "[0, 2]"]
-    assert rows["joint_vel"][:7] == ["45:57", "joint_vel", "0.05", "[-1.5, 1.5]", "-", "1", "-"]
+    assert rows["joint_vel"][:7] == ["45:57", "joint_vel", "0.05", "[-1.5, 1.5]", "-", "1", "[1, 3] every 2"]
+    assert rows["last_action"][6] == "-"
     env.close()
 
 

@@ -1,6 +1,6 @@
 """Observation delay (``ObservationTerm.delay``): a term shows what it observed ``lag`` steps
-before, ``lag`` drawn per lane at each episode's start; checked against the same observations
-taken without delay."""
+before, ``lag`` drawn per lane at each episode's start (and every ``delay_every`` steps within
+it); checked against the same observations taken without delay."""
 
 import dataclasses
 import re
@@ -142,6 +142,59 @@ def test_a_drawn_lag_holds_for_an_episode_and_cuts_the_term_s_own_past(mode):
     env.close()
 
 
+JITTER = {"projected_gravity": 1, "joint_pos": 3}  # delay_every of two of DRAWN's terms
+
+
+def jittered(noise: bool = True, **options):
+    cfg = delayed(DRAWN, noise=noise, **options)
+    policy = tuple(dataclasses.replace(t, delay_every=JITTER.get(t.name, 0)) for t in cfg.observations["policy"])
+    return dataclasses.replace(cfg, observations={**cfg.observations, "policy": policy})
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP])
+def test_a_lag_drawn_every_k_steps_changes_only_then_and_never_goes_back_in_time(mode):
+    """With ``delay_every=k`` a lane's lag is drawn again at every k-th step of its episode, to at
+    most one more than its last (so a slice never shows an older observation than the step
+    before showed), and each slice is still the critic's from the lane's lag before. A term
+    without it keeps its episode's lag."""
+    n = 16
+    env = MotrixVectorEnv(jittered(noise=False), n, compile=False, autoreset_mode=mode, obs_groups=("policy", "critic"))
+    pcols, ccols = (env.runtime.observation_columns(g) for g in ("policy", "critic"))
+    observer, ctx = env.runtime._observers["policy"], env.runtime.ctx
+    names = [t.cfg.name for t in observer.terms if t.cfg.delay[1]]
+    obs, _ = env.reset(seed=11)
+    past = Past(obs["critic"])
+    lags = observer.lag[:n].numpy().copy()
+    ended_before = np.zeros(n, bool)
+    changed = {name: 0 for name in names}
+    seen = [set(lags[:, j]) for j in range(len(names))]
+    for act in random_actions(300, n, 12, std=1.0, seed=4):
+        obs, _, term, trunc, _ = env.step(act)
+        started = term | trunc if mode == AutoresetMode.SAME_STEP else ended_before
+        past.add(obs["critic"], started)
+        now, step = observer.lag[:n].numpy().copy(), ctx.episode_step[:n].numpy()
+        for j, name in enumerate(names):
+            (lo, hi), history = DRAWN[name]
+            np.testing.assert_array_equal(obs["policy"][:, pcols[name]], past.cut(ccols[name], now[:, j], history),
+                                          err_msg=name)
+            assert ((lo <= now[:, j]) & (now[:, j] <= hi)).all(), name
+            going = ~started
+            moved = going & (now[:, j] != lags[:, j])
+            every = JITTER.get(name, 0)
+            assert not moved.any() if every == 0 else (step[moved] % every == 0).all(), name
+            assert (now[going, j] <= lags[going, j] + 1).all(), name  # in order: at most one step older
+            changed[name] += int(moved.sum())
+            seen[j] |= set(now[:, j])
+        lags, ended_before = now, term | trunc
+    assert all(changed[name] >= 20 for name in JITTER) and changed["joint_vel"] == 0, changed
+    assert seen == [set(range(lo, hi + 1)) for (lo, hi), _ in DRAWN.values()]
+    env.close()
+
+
+def test_with_lags_drawn_within_episodes_a_lane_runs_the_same_beside_any_number_of_lanes():
+    first_lanes_alike(jittered())
+
+
 def test_with_drawn_lags_a_lane_runs_the_same_beside_any_number_of_lanes():
     first_lanes_alike(delayed(DRAWN))
 
@@ -150,12 +203,28 @@ def test_a_compiled_delay_agrees_with_eager_without_recompiles():
     """Observation delays and an action delay of up to 3 steps (its older actions are reset in
     the reset graph), compiled and eager, guards checked on every call."""
     n = 16
-    fast, slow = compiled_as_eager(apply(delayed({**FIXED, **DRAWN}), {"actions.max_delay": 3}), n)
+    fast, slow = compiled_as_eager(apply(jittered(), {"actions.max_delay": 3,
+                                                      "observations.policy.base_ang_vel.delay": (2, 2)}), n)
     torch.testing.assert_close(*(env.runtime._observers["policy"].lag[:n] for env in (fast, slow)))
     torch.testing.assert_close(*(env.runtime.action_delay[:n] for env in (fast, slow)))
     assert set(slow.runtime.action_delay[:n].tolist()) == {0, 1, 2, 3}
     fast.close()
     slow.close()
+
+
+@pytest.mark.parametrize("every, delay, message", [
+    (-1, (0, 2), "delay_every must be an int >= 0 (env steps between draws of the lag; 0: one per episode), got -1"),
+    (1.0, (0, 2), "delay_every must be an int >= 0"), (True, (0, 2), "delay_every must be an int >= 0"),
+    (2, (1, 1), "delay_every=2 draws the lag again from a range, but delay (1, 1) is one value"),
+    (1, (0, 0), "delay_every=1 draws the lag again from a range, but delay (0, 0) is one value"),
+])
+def test_a_delay_every_that_cannot_draw_is_refused_naming_the_term(every, delay, message):
+    cfg = apply(task_config("Go1WalkFlat"), {"observations.policy.joint_vel.delay": delay})
+    policy = tuple(dataclasses.replace(t, delay_every=every) if t.name == "joint_vel" else t
+                   for t in cfg.observations["policy"])
+    with pytest.raises(TaskConfigError, match=re.escape(f"observation term 'joint_vel': {message}")):
+        MotrixVectorEnv(dataclasses.replace(cfg, observations={**cfg.observations, "policy": policy}), 2,
+                        compile=False)
 
 
 @pytest.mark.parametrize("delay", [(-1, 0), (2, 1), (0, 1.0), [0, 1], (True, 1), (1,), 2])

@@ -337,6 +337,12 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
                     isinstance(v, int) and not isinstance(v, bool) for v in t.delay) and 0 <= t.delay[0] <= t.delay[1]):
                 raise TaskConfigError(f"observation term {t.name!r}: delay must be a tuple (lo, hi) of ints with "
                                       f"0 <= lo <= hi (env steps), got {t.delay!r}")
+            if not (isinstance(t.delay_every, int) and not isinstance(t.delay_every, bool) and t.delay_every >= 0):
+                raise TaskConfigError(f"observation term {t.name!r}: delay_every must be an int >= 0 (env steps "
+                                      f"between draws of the lag; 0: one per episode), got {t.delay_every!r}")
+            if t.delay_every and t.delay[0] == t.delay[1]:
+                raise TaskConfigError(f"observation term {t.name!r}: delay_every={t.delay_every} draws the lag again "
+                                      f"from a range, but delay {t.delay} is one value")
 
     bad_reads = [r for r in task.extra_reads if r not in EXTRA_READS]
     if bad_reads:

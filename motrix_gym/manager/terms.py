@@ -67,6 +67,10 @@ class ObservationTerm:
     an int drawn uniformly from ``lo..hi`` per lane at each episode's start (the latency of a
     robot's sensing; the observations before an episode's first are that first one). A history
     is then the ``history`` observations that end ``lag`` steps before.
+    ``delay_every=k``: the lag is drawn again every ``k`` env steps of an episode (a latency that
+    varies), each new lag at most one more than the lane's last, so that a lane never sees an
+    older observation than it saw the step before (a sensor's messages arrive in order); 0 keeps
+    each episode's first lag.
     """
 
     name: str
@@ -77,6 +81,7 @@ class ObservationTerm:
     clip: tuple[float, float] | None = None
     history: int = 1
     delay: tuple[int, int] = (0, 0)
+    delay_every: int = 0
 
 
 @dataclass(frozen=True)

@@ -87,14 +87,16 @@ class Observe:
         # step graph's observation moves each on by one (``advance``); observing a lane again
         # within a step (after an event) replaces its newest entry only; the first observation of
         # an episode (``episode_step`` 0: a reset) fills it, and draws the lane's lag for each
-        # delayed term (``lag``; a fixed delay draws nothing).
+        # delayed term (``lag``; a fixed delay draws nothing); a term with ``delay_every`` draws
+        # again as the step graph observes every that many steps of the episode.
         L = rt.ctx.num_lanes
         self.depth = [t.cfg.history + t.cfg.delay[1] for t in self.terms]
         width = sum(k * d for k, d in zip(self.depth, self.dims) if k > 1)
         self.kept = torch.zeros(L, width) if width else None
-        delays = [t.cfg.delay for t in self.terms if t.cfg.delay[1] > 0]
-        self.lag = torch.zeros(L, len(delays), dtype=torch.int64) if delays else None
-        self.lag_lo, self.lag_span = [lo for lo, _ in delays], [hi - lo + 1 for lo, hi in delays]
+        delayed = [t.cfg for t in self.terms if t.cfg.delay[1] > 0]
+        self.lag = torch.zeros(L, len(delayed), dtype=torch.int64) if delayed else None
+        self.lag_lo, self.lag_span = [t.delay[0] for t in delayed], [t.delay[1] - t.delay[0] + 1 for t in delayed]
+        self.lag_every = [t.delay_every for t in delayed]
 
     def __call__(self, out: Tensor, mask: Tensor) -> None:
         self.observe(out, mask, advance=False)  # a constant to Dynamo: a graph's arguments are tensors
@@ -109,7 +111,7 @@ class Observe:
         if self.kept is not None:
             fresh = (ctx.episode_step == 0).unsqueeze(-1)  # a lane's first observation of its episode
         if self.lag is not None:
-            lag = self._lags(mask, fresh)
+            lag = self._lags(mask, fresh, advance)
         for t, d, k in zip(self.terms, self.dims, self.depth):
             x = _call(t, ctx)
             if t.cfg.scale != 1.0:
@@ -143,16 +145,24 @@ class Observe:
         if self.kept is not None:
             self.kept.copy_(torch.where(m, torch.cat(kept, dim=-1), self.kept))
 
-    def _lags(self, mask: Tensor, fresh: Tensor) -> Tensor:
+    def _lags(self, mask: Tensor, fresh: Tensor, advance: bool) -> Tensor:
         """Each delayed term's lag per lane: drawn from ``lo..hi`` for the masked lanes that start
-        an episode, else the one drawn at their episode's start."""
+        an episode, and, advancing, for those at a multiple of the term's ``delay_every`` steps
+        into it (then at most one more than the lane's last); else the lane's last."""
         lo, span = self.lag.new_tensor(self.lag_lo), self.lag.new_tensor(self.lag_span)
+        draw = fresh
+        if advance and any(self.lag_every):
+            every = self.lag.new_tensor(self.lag_every)
+            due = (every > 0) & (self.rt.ctx.episode_step.unsqueeze(-1) % every.clamp(min=1) == 0)
+            draw = fresh | due
         if max(self.lag_span) > 1:
-            u = self.rt.ctx.rng.uniform((len(self.lag_lo),), mask & fresh[:, 0])
+            u = self.rt.ctx.rng.uniform((len(self.lag_lo),), mask & draw.any(-1))
             new = lo + torch.minimum((u * span).long(), span - 1)  # u < 1; the minimum guards rounding
         else:
             new = lo.expand_as(self.lag)
-        lag = torch.where(fresh, new, self.lag)
+        if draw is not fresh:  # within an episode, no older observation than the step before's
+            new = torch.where(fresh, new, torch.minimum(new, self.lag + 1))
+        lag = torch.where(draw, new, self.lag)
         self.lag.copy_(torch.where(mask.unsqueeze(-1), lag, self.lag))
         return lag
 
