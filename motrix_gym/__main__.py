@@ -266,7 +266,8 @@ def cmd_play(args: argparse.Namespace) -> None:
                export=args.export, seed=args.seed, width=args.width, height=args.height, markers=args.markers,
                task_options=args.task_options)
     other = "" if res.trained_on == args.env_id else f" of a policy trained on {res.trained_on}"
-    print(f"\n{res.steps} steps x {args.lanes} lanes{other}, {res.episodes_ended} episodes ended")
+    print(f"\n{res.steps} steps x {args.lanes} lanes{other}, {res.episodes_ended} episodes ended "
+          f"({res.terminated} by a termination, the others by their time limit)")
     print("mean reward per env step, by term (weight * dt included):")
     for name, v in res.reward_terms.items():
         print(f"  {name:<20} {v:+.5f}")

@@ -664,6 +664,11 @@ def test_play_takes_task_options_and_refuses_those_its_policy_cannot_read(tmp_pa
     def played(**kwargs) -> dict[str, float]:
         return play(env_id("Go1WalkFlat"), res.checkpoint, steps=30, lanes=2, progress=False, **kwargs).reward_terms
 
+    ends = {"episode_length_s": 0.2}, {"terminations.base_too_low.params.min_height": 5.0}  # 10 steps; every one
+    for overrides, ended, terminated in zip(ends, (6, 60), (0, 60)):
+        out = play(env_id("Go1WalkFlat"), res.checkpoint, steps=30, lanes=2, progress=False,
+                   task_options={"overrides": overrides})
+        assert (out.episodes_ended, out.terminated) == (ended, terminated), overrides
     plain, heading = played(), played(task_options={"heading_command": True})
     assert heading["track_ang_vel"] != plain["track_ang_vel"]  # the lanes steer to a heading instead
     assert played(command=(0.5, 0.0, 0.0)) == played(task_options={"command": (0.5, 0.0, 0.0)}) != plain

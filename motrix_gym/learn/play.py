@@ -28,6 +28,7 @@ class PlayResult:
     reward_terms: dict[str, float]  # mean per env step and lane (weight and step_dt included)
     metrics: dict[str, float]  # commands' errors, mean over steps and lanes
     episodes_ended: int
+    terminated: int  # of those, the episodes a termination ended (a fall, ...), not a time-out
     video: Path | None
     onnx: Path | None
     trained_on: str  # the task of the policy's run
@@ -121,13 +122,14 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
             steps = min(base.task.max_episode_steps, round(10.0 / base.task.step_dt))
         rewards = torch.zeros(len(rt.reward_names), dtype=torch.float64)
         metrics: dict[str, list[float]] = {}  # name -> [sum, count] over live lanes and steps
-        frames, ended = [], 0
+        frames, ended, terminated = [], 0, 0
         obs = env.get_observations()
         for i in tqdm(range(steps), desc=f"play {env_id}", unit="step", disable=not progress):
             with torch.inference_mode():
-                obs, _, dones, _ = env.step(policy(obs))
+                obs, _, dones, extras = env.step(policy(obs))
             rewards += rt.reward_terms[:lanes].sum(0).double()
             ended += int(dones.sum())
+            terminated += int((dones & ~extras["time_outs"]).sum())
             live = ~dones  # lanes that ended were reset: their commands describe the new episode
             for name, c in rt.ctx.commands.items():
                 for key, value in (c.metrics(rt.ctx) if hasattr(c, "metrics") else {}).items():
@@ -144,5 +146,5 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     finally:  # frees the renderer's GL context while its display is still up
         env.close()
     return PlayResult(steps, {n: float(r) / (steps * lanes) for n, r in zip(rt.reward_names, rewards)},
-                      {k: total / max(count, 1) for k, (total, count) in metrics.items()}, ended, video, onnx,
-                      trained_on)
+                      {k: total / max(count, 1) for k, (total, count) in metrics.items()}, ended, terminated,
+                      video, onnx, trained_on)
