@@ -107,8 +107,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     checkpoint_path = checkpoint.resolve(checkpoint_path)
     trained_on = checkpoint.load(checkpoint_path)["infos"]["env_id"]
     if export is not None and trained_on != env_id:
-        raise CheckpointError(f"export describes the task a policy was trained on: play {trained_on} to export the "
-                         f"policy of {str(checkpoint_path)!r}, not {env_id}")
+        raise CheckpointError(f"export describes the task a policy was trained on: play {trained_on} to export "
+                              f"the policy of {str(checkpoint_path)!r}, not {env_id}")
     check_policy(env_id, checkpoint_path, {"mode": "play", **options})
     render = {} if out is None else {"render_mode": "rgb_array", "width": width, "height": height,
                                      "render_markers": markers}

@@ -15,7 +15,6 @@ each checkpoint shows its policy in the task's play mode (``play.py``).
 Both run the task as its overrides made it (they may change what the policy reads and what its
 actions do) but without its make-time options, which choose how to train (a curriculum, heading
 commands, a motion sampling), so that runs with different options compare on one task.
-
 """
 
 from __future__ import annotations
