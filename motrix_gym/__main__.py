@@ -1,4 +1,4 @@
-"""Command line: ``python -m motrix_gym {list,describe,run,render,train,play,bench} ...``."""
+"""Command line: ``python -m motrix_gym {list,describe,run,render,train,play,evaluate,bench} ...``."""
 
 from __future__ import annotations
 
@@ -281,6 +281,32 @@ def cmd_play(args: argparse.Namespace) -> None:
         print(f"exported {res.onnx}")
 
 
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    """A checkpoint's policy against random and zero actions, as ``train``'s final comparison."""
+    _require_train_extra()
+    import json
+
+    from motrix_gym.learn.checkpoint import latest, resolve
+    from motrix_gym.learn.evaluate import evaluate_checkpoint
+
+    path = resolve(args.checkpoint) if args.checkpoint else latest(args.log_dir, args.env_id)
+    print(f"checkpoint: {path}")
+    res = evaluate_checkpoint(args.env_id, path, lanes=args.lanes, seed=args.seed, task_options=args.task_options,
+                              device=args.device)
+    figures = res["eval"]
+    print(f"\nfirst episode of {args.lanes} lanes (seed {args.seed}):   mean return   mean length")
+    for name, e in figures.items():
+        print(f"  {name:<8} {e['mean_return']:>32.3f} {e['mean_episode_length']:>13.1f}")
+    print("mean reward per env step x1e3, by term (weight * dt included):")
+    print(f"  {'':<20}" + "".join(f"{name:>10}" for name in figures))
+    for term in figures["policy"]["reward_terms"]:
+        print(f"  {term:<20}" + "".join(f"{1e3 * e['reward_terms'][term]:>10.3f}" for e in figures.values()))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+        print(f"wrote {args.json}")
+
+
 def cmd_bench(args: argparse.Namespace) -> None:
     from motrix_gym import bench
 
@@ -398,6 +424,22 @@ def main(argv: list[str] | None = None) -> int:
     add_task_arguments(pl, "a make-time option of the task to play it with (repeatable), such as the ones the "
                            "policy was trained with: heading_command=true, ...")
     pl.set_defaults(func=cmd_play)
+    ev = sub.add_parser("evaluate", help="a trained policy against random and zero actions, as train's final "
+                                         "comparison")
+    ev.add_argument("env_id", type=task_id, help=TASK_HELP)
+    ev.add_argument("--checkpoint", default=None,
+                    help="a model_<it>.pt or a run's folder (its last), of this task or of another of its robot "
+                         "whose observations this one's include; default: the last one of the newest run in "
+                         "--log-dir")
+    ev.add_argument("--log-dir", default="logs", help="where train wrote the runs")
+    ev.add_argument("--lanes", type=count(1), default=64, help="lanes, each run to the end of its first episode")
+    ev.add_argument("--seed", type=SEED, default=1, help="the lanes' seed (train compares with its --seed + 1)")
+    ev.add_argument("--device", type=device_name, default="cpu",
+                    help="cpu, or cuda / cuda:N (simulation, runtime and policy on the GPU)")
+    ev.add_argument("--json", type=out_path((".json",)), default=None, help="also write the figures to this .json file")
+    add_task_arguments(ev, "a make-time option of the task to evaluate it with (repeatable; train's comparison "
+                           "uses none but the --override ones): heading_command=true, ...")
+    ev.set_defaults(func=cmd_evaluate)
     bench = sub.add_parser("bench", help="env-steps/s vs raw physics, runtime cost, memory per lane")
     from motrix_gym.bench import add_arguments
 
@@ -420,8 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "train":
         _task_options(tr, args, [("command_curriculum", True)] if args.command_curriculum else [],
                       "--command-curriculum")
-    if args.cmd in ("describe", "run", "render"):
-        _task_options({"describe": ds, "run": run, "render": render}[args.cmd], args, [], "")
+    if args.cmd in ("describe", "run", "render", "evaluate"):
+        _task_options({"describe": ds, "run": run, "render": render, "evaluate": ev}[args.cmd], args, [], "")
     if args.cmd == "train":
         from motrix_gym.learn.checkpoint import check_log_dir, task_folder
 

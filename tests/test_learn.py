@@ -215,9 +215,46 @@ def test_a_policy_plays_another_task_of_its_robot_blind_to_the_terms_it_never_ob
         assert torch.equal(blind(obs), blind(other))
     for env in (source, stairs):
         env.close()
+    from motrix_gym.learn.evaluate import evaluate_checkpoint
+
+    figures = evaluate_checkpoint(env_id("Go1WalkStairs"), rough.checkpoint, lanes=2, progress=False)["eval"]
+    assert set(figures) == {"policy", "random", "zero"} and "height_scan" not in figures["policy"]["reward_terms"]
     for task in ("Go1WalkFlat", "Go1WalkStairs"):
         res = play(env_id(task), rough.checkpoint, steps=5, lanes=2, progress=False)
         assert res.steps == 5 and "track_lin_vel" in res.reward_terms and res.trained_on == env_id("Go1WalkRough")
+
+
+def test_evaluate_of_a_checkpoint_is_the_run_s_final_comparison(tmp_path, capsys):
+    """The checkpoint of a run's end, evaluated on the run's lanes with its seed + 1 and the
+    overrides of its comparison, gives that comparison's figures exactly; on the command line it
+    prints them and writes them as JSON."""
+    from motrix_gym.__main__ import main
+    from motrix_gym.learn.evaluate import evaluate_checkpoint
+
+    overrides = {"rewards.alive.weight": 0.25}  # half of the task's
+    res = train(env_id("Go1WalkFlat"), iterations=2, log_dir=tmp_path, compile=False, eval_lanes=3, seed=4,
+                progress=False, config=tiny("Go1WalkFlat"), task_options={"overrides": overrides})
+    again = evaluate_checkpoint(env_id("Go1WalkFlat"), res.run_dir, lanes=3, seed=5, progress=False,
+                                task_options={"overrides": overrides})
+    assert again["eval"] == res.summary["eval"] and again["checkpoint"] == str(res.checkpoint)
+    plain = evaluate_checkpoint(env_id("Go1WalkFlat"), res.checkpoint, lanes=3, seed=5, progress=False)
+    assert plain["eval"]["zero"]["reward_terms"]["alive"] == 2 * again["eval"]["zero"]["reward_terms"]["alive"]
+    capsys.readouterr()
+    out = tmp_path / "figures.json"
+    assert main(["evaluate", "Go1WalkFlat", "--log-dir", str(tmp_path), "--lanes", "3", "--seed", "5",
+                 "--override", "rewards.alive.weight=0.25", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"checkpoint: {res.checkpoint}" in printed and "first episode of 3 lanes (seed 5)" in printed
+    assert json.loads(out.read_text())["eval"] == json.loads(json.dumps(res.summary["eval"]))
+    for bad, message in ((["--lanes", "0"], "argument --lanes"), (["--task-option", "mode=fly"], "mode must be"),
+                         (["--json", str(tmp_path / "x.txt")], "does not end in")):
+        with pytest.raises(SystemExit) as exit:
+            main(["evaluate", "Go1WalkFlat", "--log-dir", str(tmp_path), *bad])
+        assert exit.value.code == 2 and message in capsys.readouterr().err, bad
+    for bad, message in (({"lanes": 0}, "lanes must be an int >= 1"), ({"seed": -1}, "seed"),
+                         ({"task_options": [("mode", "play")]}, "must be a mapping")):
+        with pytest.raises(ValueError, match=message):
+            evaluate_checkpoint(env_id("Go1WalkFlat"), res.checkpoint, progress=False, **bad)
 
 
 def test_onnx_export_reproduces_the_policy_and_says_how_to_drive_the_joints(tmp_path):
@@ -369,6 +406,8 @@ def test_cli_train_then_play_writes_a_gif(tmp_path):
     (["play", "Motrix/G1WbtDance-v0", "--checkpoint", "CKPT"],
      "its actor observed ['gait_phase', 'last_action', 'projected_gravity'], which Motrix/G1WbtDance-v0's 'policy' "
      "observations lack"),
+    (["evaluate", "Motrix/Go1WalkFlat-v0", "--checkpoint", "CKPT"],
+     "trained on Motrix/G1WalkFlat-v0 (Unitree G1 29-DoF), Motrix/Go1WalkFlat-v0 has a Unitree Go1"),
     (["play", "Motrix/G1WalkRough-v0", "--checkpoint", "CKPT", "--export", "onnx"],
      "export describes the task a policy was trained on: play Motrix/G1WalkFlat-v0 to export"),
     (["train", "Motrix/G1WalkFlat-v0", "--resume", "CKPT", "--ppo", "actor_hidden=8"],

@@ -172,7 +172,7 @@ def test_every_command_that_makes_a_task_takes_options_and_overrides(capsys):
     assert main(["run", "Go1WalkFlat", "--num-envs", "2", "--steps", "2", "--no-compile", "--override",
                  "rewards.alive.weight=0", "--task-option", "mode=play"]) == 0
     assert "alive                +0.00000" in capsys.readouterr().out
-    for cmd in ("run", "render", "describe", "bench", "train", "play"):
+    for cmd in ("run", "render", "describe", "bench", "train", "play", "evaluate"):
         extra = ["--out", "x.gif"] if cmd == "render" else []
         with pytest.raises(SystemExit) as exit:
             main([cmd, "Go1WalkFlat", *extra, "--override", "rewards.alivee.weight=0"])

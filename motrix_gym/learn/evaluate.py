@@ -1,4 +1,5 @@
-"""A policy against uniform random and zero actions, measured the same way.
+"""A policy against uniform random and zero actions, measured the same way: ``train``'s final
+comparison, and ``python -m motrix_gym evaluate`` for a checkpoint.
 
 Each is run on a fresh env of ``lanes`` lanes made with the same seed (so the same initial
 states), until every lane's first episode has ended; the figures are over those first episodes:
@@ -8,7 +9,8 @@ included, as the env adds it to the reward).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -80,3 +82,34 @@ def evaluate(env_id: str, policy: Act | None, lanes: int = 64, seed: int = 0, pr
     for name, act in tqdm(acts.items(), desc=f"evaluate {env_id}", unit="policy", disable=not progress, leave=False):
         out[name] = first_episodes(env_id, act, lanes, seed, **make)
     return out
+
+
+def evaluate_checkpoint(env_id: str, path: str | Path, lanes: int = 64, seed: int = 1, progress: bool = True,
+                        task_options: Mapping[str, Any] | None = None, device: str = "cpu") -> dict[str, Any]:
+    """``evaluate`` of the policy of checkpoint ``path`` (a run's folder: its last) on ``env_id``
+    made with ``task_options`` (``overrides`` included): its task or another of its robot whose
+    observations include the policy's (``play.check_policy``). With the run's seed + 1, its lanes
+    and the options and overrides of its final comparison, the figures are that comparison's."""
+    from motrix_gym.arguments import is_int
+    from motrix_gym.integrations.rsl_rl import make_rsl_rl
+    from motrix_gym.learn import checkpoint
+    from motrix_gym.learn.play import check_policy, load_policy
+    from motrix_gym.registry import check_id
+    from motrix_gym.runtime.rng import check_seed
+
+    check_id(env_id)
+    if not (is_int(lanes) and lanes >= 1):
+        raise ValueError(f"lanes must be an int >= 1, got {lanes!r}")
+    check_seed(seed)
+    if not (task_options is None or isinstance(task_options, Mapping)):
+        raise ValueError(f"task_options must be a mapping of the task's make-time options, got {task_options!r}")
+    options = dict(task_options or {})
+    path = checkpoint.resolve(path)
+    check_policy(env_id, path, options)
+    probe = make_rsl_rl(env_id, num_envs=1, compile=False, progress=False, device=device, **options)
+    try:
+        policy, _ = load_policy(path, probe)
+    finally:
+        probe.close()
+    return {"checkpoint": str(path), "env_id": env_id, "lanes": lanes, "seed": seed, "task_options": options,
+            "eval": evaluate(env_id, policy, lanes, seed, progress, device=device, **options)}

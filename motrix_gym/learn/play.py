@@ -43,7 +43,7 @@ def load_policy(path: str | Path, env: Any) -> tuple[Callable, Any]:
 
     ckpt = checkpoint.load(path)
     cfg = PpoConfig.from_dict(ckpt["infos"]["ppo"])
-    alg = make_algorithm(env, cfg)
+    alg = make_algorithm(env, cfg, str(env.device))
     init_from(alg, env, cfg, ckpt, models=("actor",), purpose="play")
     alg.eval_mode()
     return alg.get_policy(), alg
