@@ -244,9 +244,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"training: {last_episodes(s)}")
     if s.get("eval"):
         made = f" (task with its {len(s['eval_overrides'])} override(s))" if s["eval_overrides"] else ""
-        print(f"first episode of {args.eval_lanes} lanes{made}:   mean return   mean length")
-        for name, e in s["eval"].items():
-            print(f"  {name:<8} {e['mean_return']:>22.3f} {e['mean_episode_length']:>13.1f}")
+        _print_comparison(s["eval"], f"first episode of {args.eval_lanes} lanes{made}")
     print(f"checkpoint: {res.checkpoint}")
     if s["interrupted"]:
         print("interrupted: stopped after the last complete iteration, without the final comparison")
@@ -281,6 +279,13 @@ def cmd_play(args: argparse.Namespace) -> None:
         print(f"exported {res.onnx}")
 
 
+def _print_comparison(figures: dict[str, dict[str, float]], title: str) -> None:
+    """``evaluate``'s figures: mean return and length of each policy."""
+    print(f"{title}:   mean return   mean length")
+    for name, e in figures.items():
+        print(f"  {name:<{len(title) - 2}} {e['mean_return']:>14.3f} {e['mean_episode_length']:>13.1f}")
+
+
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """A checkpoint's policy against random and zero actions, as ``train``'s final comparison."""
     _require_train_extra()
@@ -294,9 +299,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     res = evaluate_checkpoint(args.env_id, path, lanes=args.lanes, seed=args.seed, task_options=args.task_options,
                               device=args.device)
     figures = res["eval"]
-    print(f"\nfirst episode of {args.lanes} lanes (seed {args.seed}):   mean return   mean length")
-    for name, e in figures.items():
-        print(f"  {name:<8} {e['mean_return']:>32.3f} {e['mean_episode_length']:>13.1f}")
+    print()
+    _print_comparison(figures, f"first episode of {args.lanes} lanes (seed {args.seed})")
     print("mean reward per env step x1e3, by term (weight * dt included):")
     print(f"  {'':<20}" + "".join(f"{name:>10}" for name in figures))
     for term in figures["policy"]["reward_terms"]:

@@ -246,6 +246,13 @@ def test_evaluate_of_a_checkpoint_is_the_run_s_final_comparison(tmp_path, capsys
     printed = capsys.readouterr().out
     assert f"checkpoint: {res.checkpoint}" in printed and "first episode of 3 lanes (seed 5)" in printed
     assert json.loads(out.read_text())["eval"] == json.loads(json.dumps(res.summary["eval"]))
+    tiny_ppo = [f"--ppo={k}={v}" for k, v in (("num_steps_per_env", 4), ("actor_hidden", 16), ("critic_hidden", 16),
+                                              ("num_learning_epochs", 1), ("num_mini_batches", 1))]
+    assert main(["train", "Go1WalkFlat", "--iterations", "1", "--num-envs", "4", "--no-compile", "--eval-lanes", "2",
+                 "--log-dir", str(tmp_path / "cli"), "--override", "rewards.alive.weight=0.25", *tiny_ppo]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("first episode of 2 lanes (task with its 1 override(s)):   mean return   mean length")
+    assert [line.split()[0] for line in lines[at + 1:at + 4]] == ["policy", "random", "zero"]
     for bad, message in ((["--lanes", "0"], "argument --lanes"), (["--task-option", "mode=fly"], "mode must be"),
                          (["--json", str(tmp_path / "x.txt")], "does not end in")):
         with pytest.raises(SystemExit) as exit:
