@@ -2,6 +2,7 @@
 ONNX export, starting from another task's checkpoint, and the refusal of checkpoints that carry
 code."""
 
+import copy
 import json
 import os
 import signal
@@ -725,6 +726,14 @@ def test_play_takes_task_options_and_refuses_those_its_policy_cannot_read(tmp_pa
         with pytest.raises((TypeError, ValueError), match=message):
             played(**bad)
     saved = torch.load(res.checkpoint, weights_only=True)
+    assert saved["infos"]["task"]["widths"]["policy"] == {"base_ang_vel": 3, "projected_gravity": 3, "command": 3,
+                                                          "joint_pos": 12, "joint_vel": 12, "last_action": 12}
+    wider = copy.deepcopy(saved)
+    wider["infos"]["task"]["widths"]["policy"]["command"] = 4  # a term of that name that read something else
+    torch.save(wider, tmp_path / "model_6.pt")
+    with pytest.raises(checkpoint.CheckpointError, match="play Motrix/Go1WalkFlat-v0: its actor read 'command' 4 "
+                                                         "columns wide, 3 here"):
+        play(env_id("Go1WalkFlat"), tmp_path / "model_6.pt", steps=1, progress=False)
     saved["infos"]["task"]["observations"]["policy"].append("height_scan")  # as if it had observed one
     torch.save(saved, other := tmp_path / "model_5.pt")
     with pytest.raises(checkpoint.CheckpointError, match=r"its actor observed \['height_scan'\], which "

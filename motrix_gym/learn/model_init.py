@@ -6,7 +6,8 @@ Each model reads one observation group (``PpoConfig.to_rsl_rl``'s ``obs_groups``
 layer's input columns are the group's terms in order (``TorchManagerRuntime.observation_columns``).
 ``check_init_from`` needs only the new task's config and the checkpoint, which records what it
 needs of its own task (``task_facts``), so that ``train`` refuses bad input before it writes
-anything.
+anything; ``init_from`` also checks each term's width against the one the checkpoint records
+(``observation_widths``), which takes a made env.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ def task_facts(env_id: str, **options: Any) -> dict[str, Any]:
             "observations": {g: [t.name for t in terms] for g, terms in cfg.observations.items()},
             "history": {g: {t.name: t.history for t in terms if t.history != 1}
                         for g, terms in cfg.observations.items()}}
+
+
+def observation_widths(env: Any) -> dict[str, dict[str, int]]:
+    """Each observation group's terms and their widths (history included) in ``env`` (an rsl_rl
+    adapter): what a checkpoint records beside ``task_facts`` once its env is made."""
+    rt = env.env.runtime
+    return {g: {n: c.stop - c.start for n, c in rt.observation_columns(g).items()} for g in rt.program.observations}
 
 
 def layout_change(trained: dict[str, Any], now: dict[str, Any]) -> str | None:
@@ -109,12 +117,15 @@ def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any], *, model
     counts restart, so that their statistics follow the new task's observations from the first
     iteration. The optimizer and iteration count start afresh."""
     rt = env.env.runtime
-    source, observed = ckpt["infos"]["env_id"], _facts(ckpt, purpose)["observations"]
+    source, facts = ckpt["infos"]["env_id"], _facts(ckpt, purpose)
     for model, group in _groups(cfg, models).items():
-        columns = rt.observation_columns(group)
+        columns, read = rt.observation_columns(group), facts.get("widths", {}).get(group, {})
         old, start = {}, 0
-        for name in observed[group]:
+        for name in facts["observations"][group]:
             width = columns[name].stop - columns[name].start
+            if read.get(name, width) != width:  # a term of the same name that observes something else
+                raise CheckpointError(f"{purpose} {source}: its {model} read {name!r} {read[name]} columns wide, "
+                                      f"{width} here")
             old[name], start = slice(start, start + width), start + width
         saved = ckpt[f"{model}_state_dict"]
         if saved["mlp.0.weight"].shape[1] != start:

@@ -36,7 +36,7 @@ from motrix_gym.learn import checkpoint
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import MODEL_FIELDS, PpoConfig
 from motrix_gym.learn.evaluate import evaluate
-from motrix_gym.learn.model_init import check_init_from, init_from, layout_change, task_facts
+from motrix_gym.learn.model_init import check_init_from, init_from, layout_change, observation_widths, task_facts
 from motrix_gym.learn.play import play
 from motrix_gym.registry import check_id
 from motrix_gym.runtime.distributed import Ranks
@@ -218,6 +218,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         env.close()
         raise
     writer = SummaryWriter(str(run_dir), flush_secs=10) if lead else None
+    facts["widths"] = observation_widths(env)  # recorded where the env is at hand
     meta = {"env_id": env_id, "seed": seed, "ppo": cfg.as_dict(), "task_options": options, "task": facts}
     rows: list[dict[str, float]] = []
     returns: deque[float] = deque(maxlen=100)
