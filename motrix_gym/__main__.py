@@ -260,6 +260,7 @@ def cmd_play(args: argparse.Namespace) -> None:
 
     path = resolve(args.checkpoint) if args.checkpoint else latest(args.log_dir, args.env_id)
     print(f"checkpoint: {path}")
+    _add_run_overrides(args, path, "play")
     res = play(args.env_id, path, out=args.out, lanes=args.lanes, steps=args.steps, every=args.every,
                export=args.export, seed=args.seed, width=args.width, height=args.height, markers=args.markers,
                task_options=args.task_options)
@@ -279,6 +280,20 @@ def cmd_play(args: argparse.Namespace) -> None:
         print(f"exported {res.onnx}")
 
 
+def _add_run_overrides(args: argparse.Namespace, path: Path, mode: str) -> None:
+    """With ``--run-overrides``, the overrides checkpoint ``path``'s run trained with that the task
+    in ``mode`` has a place for, under the ``--override`` ones (which win where both set a path)."""
+    if not args.run_overrides:
+        return
+    from motrix_gym.learn.play import run_overrides
+
+    given = args.task_options.get("overrides", {})
+    kept = {p: v for p, v in run_overrides(path, args.env_id, mode).items() if p not in given}
+    print(f"the run's overrides: {kept or 'none'}")
+    if kept:
+        args.task_options["overrides"] = {**kept, **given}
+
+
 def _print_comparison(figures: dict[str, dict[str, float]], title: str) -> None:
     """``evaluate``'s figures: mean return and length of each policy."""
     print(f"{title}:   mean return   mean length")
@@ -296,6 +311,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
     path = resolve(args.checkpoint) if args.checkpoint else latest(args.log_dir, args.env_id)
     print(f"checkpoint: {path}")
+    _add_run_overrides(args, path, "train")
     res = evaluate_checkpoint(args.env_id, path, lanes=args.lanes, seed=args.seed, task_options=args.task_options,
                               device=args.device)
     figures = res["eval"]
@@ -427,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
                          "value: --command=-0.5,0,0)")
     add_task_arguments(pl, "a make-time option of the task to play it with (repeatable), such as the ones the "
                            "policy was trained with: heading_command=true, ...")
+    pl.add_argument("--run-overrides", action="store_true",
+                    help="also the overrides the checkpoint's run trained with, those play mode has a place for")
     pl.set_defaults(func=cmd_play)
     ev = sub.add_parser("evaluate", help="a trained policy against random and zero actions, as train's final "
                                          "comparison")
@@ -443,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--json", type=out_path((".json",)), default=None, help="also write the figures to this .json file")
     add_task_arguments(ev, "a make-time option of the task to evaluate it with (repeatable; train's comparison "
                            "uses none but the --override ones): heading_command=true, ...")
+    ev.add_argument("--run-overrides", action="store_true",
+                    help="also the overrides the checkpoint's run trained with (as its final comparison)")
     ev.set_defaults(func=cmd_evaluate)
     bench = sub.add_parser("bench", help="env-steps/s vs raw physics, runtime cost, memory per lane")
     from motrix_gym.bench import add_arguments

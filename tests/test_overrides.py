@@ -216,6 +216,34 @@ def test_a_run_compares_and_records_its_policy_on_the_task_as_its_overrides_made
     assert played.steps == 2
 
 
+def test_play_and_evaluate_take_the_run_s_overrides_when_asked(tmp_path, capsys):
+    """``--run-overrides``: play takes those of the run's overrides that play mode has a place
+    for (not the pushes), evaluate all of them, which gives the run's final comparison again; an
+    ``--override`` of the same path wins."""
+    from motrix_gym.__main__ import main
+
+    overrides = {"observations.policy.joint_pos.history": 2, "rewards.alive.weight": 0.0,
+                 "events.push.interval_s": (2.0, 4.0)}
+    res = train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path, compile=False, eval_lanes=2, progress=False,
+                config=tiny("Go1WalkFlat"), task_options={"overrides": overrides})
+    capsys.readouterr()
+    ckpt = ["--checkpoint", str(res.checkpoint)]
+    assert main(["play", "Go1WalkFlat", *ckpt, "--steps", "2", "--run-overrides"]) == 0
+    out = capsys.readouterr().out
+    assert "the run's overrides: {'observations.policy.joint_pos.history': 2, 'rewards.alive.weight': 0.0}" in out
+    assert "alive                +0.00000" in out
+    assert main(["play", "Go1WalkFlat", *ckpt, "--steps", "2", "--run-overrides",
+                 "--override", "rewards.alive.weight=2"]) == 0
+    out = capsys.readouterr().out
+    assert "the run's overrides: {'observations.policy.joint_pos.history': 2}" in out
+    assert "alive                +0.04000" in out
+    figures = tmp_path / "figures.json"
+    assert main(["evaluate", "Go1WalkFlat", *ckpt, "--lanes", "2", "--run-overrides", "--json", str(figures)]) == 0
+    assert json.loads(figures.read_text())["eval"] == json.loads(json.dumps(res.summary["eval"]))
+    assert main(["play", "Go1WalkFlat", *ckpt, "--steps", "2"]) == 2  # without them, the policy cannot read the task
+    assert "its actor observed ['joint_pos'] with histories [2]" in capsys.readouterr().err
+
+
 @pytest.fixture
 def go1_longer():
     """Go1WalkFlat whose make-time option ``longer`` keeps a history of joint positions,

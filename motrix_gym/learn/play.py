@@ -49,6 +49,16 @@ def load_policy(path: str | Path, env: Any) -> tuple[Callable, Any]:
     return alg.get_policy(), alg
 
 
+def run_overrides(path: str | Path, env_id: str, mode: str = "train") -> dict[str, Any]:
+    """The overrides the run of checkpoint ``path`` trained with that ``env_id`` made in ``mode``
+    has a place for (play mode has no pushes or randomisation; another task may lack a term)."""
+    from motrix_gym.envs import task_config, task_name
+    from motrix_gym.manager.overrides import found_in
+
+    trained = (checkpoint.load(path)["infos"].get("task_options") or {}).get("overrides") or {}
+    return found_in(task_config(task_name(env_id), mode=mode), trained) if trained else {}
+
+
 def check_policy(env_id: str, path: str | Path, options: Mapping[str, Any]) -> None:
     """A CheckpointError, before anything is made, unless the policy of checkpoint ``path`` can
     play ``env_id`` made with ``options``: the robot it was trained on, and every observation term

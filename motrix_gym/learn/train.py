@@ -365,7 +365,7 @@ def _shown_tasks(env_id: str, facts: dict[str, Any], overrides: dict[str, Any], 
     ``overrides``, without the other options) and the videos' give the policy the observations it
     is trained on (``facts``), before the run starts."""
     from motrix_gym.envs import task_config, task_name
-    from motrix_gym.manager.overrides import OverrideError, current
+    from motrix_gym.manager.overrides import found_in
 
     def check(what: str, **options: Any) -> None:
         now = task_facts(env_id, **options)
@@ -378,14 +378,7 @@ def _shown_tasks(env_id: str, facts: dict[str, Any], overrides: dict[str, Any], 
         check("the final comparison", **({"overrides": overrides} if overrides else {}))
     if not video:
         return {}
-    play_cfg = task_config(task_name(env_id), mode="play")
-    shown = {}
-    for path, value in overrides.items():
-        try:
-            current(play_cfg, path)
-        except OverrideError:
-            continue
-        shown[path] = value
+    shown = found_in(task_config(task_name(env_id), mode="play"), overrides)
     check("the videos", mode="play", **({"overrides": shown} if shown else {}))
     return shown
 

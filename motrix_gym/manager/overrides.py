@@ -118,6 +118,19 @@ def current(cfg: Any, path: str) -> Any:
     return _walk(cfg, path.split("."), "")
 
 
+def found_in(cfg: Any, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Those of ``overrides`` whose path ``cfg`` has (a task's play mode has no pushes or
+    randomisation to change)."""
+    found = {}
+    for path, value in overrides.items():
+        try:
+            current(cfg, path)
+        except OverrideError:
+            continue
+        found[path] = value
+    return found
+
+
 def apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
     """``cfg`` with each ``path: value`` of ``overrides`` in place; ``cfg`` itself is unchanged."""
     if not isinstance(overrides, Mapping):
