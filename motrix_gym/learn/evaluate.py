@@ -105,10 +105,11 @@ def evaluate_checkpoint(env_id: str, path: str | Path, lanes: int = 64, seed: in
         raise ValueError(f"task_options must be a mapping of the task's make-time options, got {task_options!r}")
     options = dict(task_options or {})
     path = checkpoint.resolve(path)
-    check_policy(env_id, path, options)
+    ckpt = checkpoint.load(path)
+    check_policy(env_id, path, ckpt, options)
     probe = make_rsl_rl(env_id, num_envs=1, compile=False, progress=False, device=device, **options)
     try:
-        policy, _ = load_policy(path, probe)
+        policy, _ = load_policy(ckpt, probe)
     finally:
         probe.close()
     return {"checkpoint": str(path), "env_id": env_id, "lanes": lanes, "seed": seed, "task_options": options,

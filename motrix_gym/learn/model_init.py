@@ -83,6 +83,14 @@ def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path, options: Mapp
     checkpoint did not observe starts blind). Otherwise a CheckpointError saying what differs,
     after ``purpose`` and the path."""
     ckpt = checkpoint.load(path)
+    check_models(env_id, cfg, ckpt, path, options, models=models, purpose=purpose)
+    return ckpt
+
+
+def check_models(env_id: str, cfg: PpoConfig, ckpt: dict[str, Any], path: str | Path,
+                 options: Mapping[str, Any] | None = None, *, models: Sequence[str] = MODELS,
+                 purpose: str = "start from") -> None:
+    """``check_init_from`` of a checkpoint already loaded (``ckpt``, from ``path``)."""
     source = ckpt["infos"]["env_id"]
     was, now = _facts(ckpt, purpose), task_facts(env_id, **(options or {}))
     if was["robot"] != now["robot"]:
@@ -105,7 +113,6 @@ def check_init_from(env_id: str, cfg: PpoConfig, path: str | Path, options: Mapp
             raise CheckpointError(f"{purpose} {str(path)!r}: its {model} observed {differ} with histories "
                                   f"{[kept[0][n] for n in differ]}, {env_id}'s {group!r} observations keep "
                                   f"{[kept[1][n] for n in differ]}")
-    return ckpt
 
 
 def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any], *, models: Sequence[str] = MODELS,

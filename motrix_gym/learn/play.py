@@ -16,7 +16,7 @@ from motrix_gym.learn import checkpoint
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import PpoConfig
 from motrix_gym.learn.export import deployment_metadata, export_onnx
-from motrix_gym.learn.model_init import check_init_from, init_from
+from motrix_gym.learn.model_init import check_models, init_from
 from motrix_gym.registry import check_id
 from motrix_gym.sim.render import tile
 from motrix_gym.video import VIDEO_SUFFIXES, check_writer, write_video
@@ -34,14 +34,16 @@ class PlayResult:
     trained_on: str  # the task of the policy's run
 
 
-def load_policy(path: str | Path, env: Any) -> tuple[Callable, Any]:
-    """The deterministic policy of checkpoint ``path`` for ``env`` (an rsl_rl adapter of its task,
-    or of another task of its robot whose observations include the policy's: ``check_policy``),
-    and the algorithm that holds it. Each observation term the policy read reaches it at its
-    columns in ``env``; a term it never observed, at zero weight (``model_init.init_from``)."""
+def load_policy(ckpt: dict[str, Any] | str | Path, env: Any) -> tuple[Callable, Any]:
+    """The deterministic policy of checkpoint ``ckpt`` (loaded, or its path) for ``env`` (an
+    rsl_rl adapter of its task, or of another task of its robot whose observations include the
+    policy's: ``check_policy``), and the algorithm that holds it. Each observation term the policy
+    read reaches it at its columns in ``env``; a term it never observed, at zero weight
+    (``model_init.init_from``)."""
     from motrix_gym.learn.train import make_algorithm
 
-    ckpt = checkpoint.load(path)
+    if not isinstance(ckpt, dict):
+        ckpt = checkpoint.load(ckpt)
     cfg = PpoConfig.from_dict(ckpt["infos"]["ppo"])
     alg = make_algorithm(env, cfg, str(env.device))
     init_from(alg, env, cfg, ckpt, models=("actor",), purpose="play")
@@ -49,24 +51,32 @@ def load_policy(path: str | Path, env: Any) -> tuple[Callable, Any]:
     return alg.get_policy(), alg
 
 
-def run_overrides(path: str | Path, env_id: str, mode: str = "train") -> dict[str, Any]:
-    """The overrides the run of checkpoint ``path`` trained with that ``env_id`` made in ``mode``
-    has a place for (play mode has no pushes or randomisation; another task may lack a term)."""
+def placed_overrides(env_id: str, overrides: Mapping[str, Any], mode: str) -> dict[str, Any]:
+    """Those of ``overrides`` that ``env_id`` made in ``mode`` has a place for (play mode has no
+    pushes or randomisation; another task may lack a term)."""
     from motrix_gym.envs import task_config, task_name
     from motrix_gym.manager.overrides import found_in
 
+    return found_in(task_config(task_name(env_id), mode=mode), overrides) if overrides else {}
+
+
+def run_overrides(path: str | Path, env_id: str, mode: str = "train") -> dict[str, Any]:
+    """The overrides the run of checkpoint ``path`` trained with that ``env_id`` made in ``mode``
+    has a place for."""
     trained = (checkpoint.load(path)["infos"].get("task_options") or {}).get("overrides") or {}
-    return found_in(task_config(task_name(env_id), mode=mode), trained) if trained else {}
+    return placed_overrides(env_id, trained, mode)
 
 
-def check_policy(env_id: str, path: str | Path, options: Mapping[str, Any]) -> None:
-    """A CheckpointError, before anything is made, unless the policy of checkpoint ``path`` can
-    play ``env_id`` made with ``options``: the robot it was trained on, and every observation term
-    it read there with the same history (``model_init.check_init_from``); the error names the task
-    options and overrides its run was trained with."""
-    meta = checkpoint.load(path)["infos"]
+def check_policy(env_id: str, path: str | Path, ckpt: dict[str, Any], options: Mapping[str, Any]) -> None:
+    """A CheckpointError, before anything is made, unless the policy of checkpoint ``ckpt``
+    (loaded from ``path``) can play ``env_id`` made with ``options``: the robot it was trained
+    on, and every observation term it read there with the same history
+    (``model_init.check_models``); the error names the task options and overrides its run was
+    trained with."""
+    meta = ckpt["infos"]
     try:
-        check_init_from(env_id, PpoConfig.from_dict(meta["ppo"]), path, options, models=("actor",), purpose="play")
+        check_models(env_id, PpoConfig.from_dict(meta["ppo"]), ckpt, path, options, models=("actor",),
+                     purpose="play")
     except CheckpointError as e:
         trained = meta.get("task_options") or {}
         hint = f" (its run trained {meta['env_id']} with task options {trained})" if trained else ""
@@ -115,18 +125,19 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         out = check_out_path(out, VIDEO_SUFFIXES)
         check_writer(out.suffix)
     checkpoint_path = checkpoint.resolve(checkpoint_path)
-    trained_on = checkpoint.load(checkpoint_path)["infos"]["env_id"]
+    ckpt = checkpoint.load(checkpoint_path)
+    trained_on = ckpt["infos"]["env_id"]
     if export is not None and trained_on != env_id:
         raise CheckpointError(f"export describes the task a policy was trained on: play {trained_on} to export "
                               f"the policy of {str(checkpoint_path)!r}, not {env_id}")
-    check_policy(env_id, checkpoint_path, {"mode": "play", **options})
+    check_policy(env_id, checkpoint_path, ckpt, {"mode": "play", **options})
     render = {} if out is None else {"render_mode": "rgb_array", "width": width, "height": height,
                                      "render_markers": markers}
     env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render,
                       **options)
     base = env.env
     try:
-        policy, alg = load_policy(checkpoint_path, env)
+        policy, alg = load_policy(ckpt, env)
         rt = base.runtime
         if steps is None:
             steps = min(base.task.max_episode_steps, round(10.0 / base.task.step_dt))

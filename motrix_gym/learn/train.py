@@ -37,7 +37,7 @@ from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import MODEL_FIELDS, PpoConfig
 from motrix_gym.learn.evaluate import evaluate
 from motrix_gym.learn.model_init import check_init_from, init_from, layout_change, observation_widths, task_facts
-from motrix_gym.learn.play import play
+from motrix_gym.learn.play import placed_overrides, play
 from motrix_gym.registry import check_id
 from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.rng import check_seed
@@ -364,9 +364,6 @@ def _shown_tasks(env_id: str, facts: dict[str, Any], overrides: dict[str, Any], 
     for (it has no pushes or randomisation to change). Checks that the comparison's task (with
     ``overrides``, without the other options) and the videos' give the policy the observations it
     is trained on (``facts``), before the run starts."""
-    from motrix_gym.envs import task_config, task_name
-    from motrix_gym.manager.overrides import found_in
-
     def check(what: str, **options: Any) -> None:
         now = task_facts(env_id, **options)
         key = layout_change(facts, now)
@@ -378,7 +375,7 @@ def _shown_tasks(env_id: str, facts: dict[str, Any], overrides: dict[str, Any], 
         check("the final comparison", **({"overrides": overrides} if overrides else {}))
     if not video:
         return {}
-    shown = found_in(task_config(task_name(env_id), mode="play"), overrides)
+    shown = placed_overrides(env_id, overrides, "play")
     check("the videos", mode="play", **({"overrides": shown} if shown else {}))
     return shown
 
