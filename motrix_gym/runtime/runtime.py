@@ -150,8 +150,9 @@ class Observe:
         an episode, and, advancing, for those at a multiple of the term's ``delay_every`` steps
         into it (then at most one more than the lane's last); else the lane's last."""
         lo, span = self.lag.new_tensor(self.lag_lo), self.lag.new_tensor(self.lag_span)
+        within = advance and any(self.lag_every)  # some lag is drawn again within episodes
         draw = fresh
-        if advance and any(self.lag_every):
+        if within:
             every = self.lag.new_tensor(self.lag_every)
             due = (every > 0) & (self.rt.ctx.episode_step.unsqueeze(-1) % every.clamp(min=1) == 0)
             draw = fresh | due
@@ -160,7 +161,7 @@ class Observe:
             new = lo + torch.minimum((u * span).long(), span - 1)  # u < 1; the minimum guards rounding
         else:
             new = lo.expand_as(self.lag)
-        if draw is not fresh:  # within an episode, no older observation than the step before's
+        if within:  # within an episode, no older observation than the step before's
             new = torch.where(fresh, new, torch.minimum(new, self.lag + 1))
         lag = torch.where(draw, new, self.lag)
         self.lag.copy_(torch.where(mask.unsqueeze(-1), lag, self.lag))
