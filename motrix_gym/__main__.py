@@ -229,7 +229,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                     task_options=args.task_options or None,
                     resume=args.resume, start_from=args.start_from, compile=args.compile, eval_lanes=args.eval_lanes,
                     ppo=dict(args.ppo), device=device, video=args.video, video_length=args.video_length,
-                    distributed=args.distributed, **budget)
+                    distributed=args.distributed, logger=args.logger, wandb_project=args.wandb_project, **budget)
     finally:  # a gloo rank that exits with its group alive can abort in the group's teardown
         if args.distributed:
             dist.destroy_process_group()
@@ -339,6 +339,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
     found = []
     for module, name in (("motrix_gym.sim.render", "RenderingUnavailable"),
                          ("motrix_gym.learn.checkpoint", "CheckpointError"),
+                         ("motrix_gym.learn.run_log", "LoggerError"),
                          ("motrix_gym.sim.backend", "MissingExtra"),
                          ("motrix_gym.manager.resolver", "TaskConfigError"),  # a custom task's or an override's
                          ("motrix_gym.manager.overrides", "OverrideError")):
@@ -422,6 +423,12 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--video", action="store_true",
                     help="record each checkpoint's policy in play mode: videos/model_<it>.mp4 in the run's folder")
     tr.add_argument("--video-length", type=count(1), default=200, help="env steps of each video (default 200)")
+    tr.add_argument("--logger", choices=("tensorboard", "wandb"), default="tensorboard",
+                    help="tensorboard: events in the run's folder; wandb: those and a Weights & Biases run with "
+                         "the same figures, the videos and the final comparison (pip install -e \".[wandb]\"; "
+                         "WANDB_MODE=offline keeps it on disk)")
+    tr.add_argument("--wandb-project", default=None, metavar="NAME",
+                    help="the W&B project (default: WANDB_PROJECT, else motrix_gym)")
     tr.set_defaults(func=cmd_train)
     pl = sub.add_parser("play", help="watch a trained policy (play mode, rendered off-screen)")
     pl.add_argument("env_id", type=task_id, help=TASK_HELP)
@@ -500,6 +507,10 @@ def main(argv: list[str] | None = None) -> int:
             tr.error(f"argument --device: {args.device} with --distributed: give cuda (each rank uses "
                      "cuda:LOCAL_RANK)")
     if args.cmd == "train":
+        from motrix_gym.learn.run_log import check_logger
+
+        _as_argument_error(tr, "--wandb-project" if args.wandb_project is not None else "--logger",
+                           lambda: check_logger(args.logger, args.wandb_project))
         _refuse_twice(tr, "--ppo", args.ppo + ([("num_envs", args.num_envs)] if args.num_envs is not None else []),
                       "--num-envs sets num_envs")
     if args.cmd == "play":

@@ -10,7 +10,9 @@ A run directory holds TensorBoard events, ``model_<it>.pt`` checkpoints (data on
 ``checkpoint.py``), ``progress.csv``, ``curve.png`` and, after the final evaluation,
 ``summary.json``: the final policy (its mean action) against uniform random and zero actions,
 each over the first episode of the same lanes. With ``video``, ``videos/model_<it>.mp4`` beside
-each checkpoint shows its policy in the task's play mode (``play.py``).
+each checkpoint shows its policy in the task's play mode (``play.py``). With ``logger="wandb"`` the
+same figures, videos and comparison also go to a Weights & Biases run (``run_log.py``), whose
+files are under ``wandb/``.
 
 Both run the task as its overrides made it (they may change what the policy reads and what its
 actions do) but without its make-time options, which choose how to train (a curriculum, heading
@@ -23,6 +25,7 @@ import copy
 import csv
 import json
 import math
+import shutil
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -38,6 +41,7 @@ from motrix_gym.learn.config import MODEL_FIELDS, PpoConfig
 from motrix_gym.learn.evaluate import evaluate
 from motrix_gym.learn.model_init import check_init_from, init_from, layout_change, observation_widths, task_facts
 from motrix_gym.learn.play import placed_overrides, play
+from motrix_gym.learn.run_log import RunLog, check_logger, require
 from motrix_gym.registry import check_id
 from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.rng import check_seed
@@ -89,7 +93,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
           eval_lanes: int = 64, progress: bool = True, config: PpoConfig | None = None,
           ppo: dict[str, Any] | None = None, distributed: bool = False, device: str = "cpu",
           video: bool = False, video_length: int = 200, run_name: str | None = None,
-          task_options: dict[str, Any] | None = None) -> TrainResult:
+          task_options: dict[str, Any] | None = None, logger: str = "tensorboard",
+          wandb_project: str | None = None) -> TrainResult:
     """Train ``env_id`` for ``minutes`` of wall time or ``iterations`` PPO iterations (exactly one of
     them), continuing ``resume`` (a checkpoint of this task), from the models of ``start_from`` (a
     checkpoint of another task of the same robot whose observations this task's include:
@@ -121,13 +126,16 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     ``run_name`` ends the name of the run's folder, after its start time:
     ``<log_dir>/<task>/<date>_<run_name>``.
 
+    ``logger``: ``"tensorboard"`` (events in the run's folder) or ``"wandb"`` (those events and a
+    Weights & Biases run with the same figures, the videos and the final comparison, in
+    ``wandb_project``: ``learn/run_log.py``).
+
     ``task_options``: make-time options of the task for training
     (``{"command_curriculum": True}``), recorded in the checkpoints; a resumed run keeps its
     checkpoint's; ``task_options["overrides"]`` changes the task's config
     (``manager/overrides.py``). The final comparison and the videos run the task with the
     overrides but without the other options; the videos, in play mode, leave out the overrides of
     parts that play mode does not have (pushes, randomisation)."""
-    from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
@@ -140,6 +148,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     if iterations is not None and not (is_int(iterations) and iterations >= 1):
         raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
     check_seed(seed)
+    check_logger(logger, wandb_project)
+    require(logger)
     if run_name is not None:
         checkpoint.check_run_name(run_name)
     if not (task_options is None or isinstance(task_options, dict)):
@@ -207,17 +217,19 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                 alg.learning_rate = cfg.learning_rate
                 for group in alg.optimizer.param_groups:
                     group["lr"] = cfg.learning_rate
-        run_dir = None
+        run_dir = log = None
         if lead:
             run_dir = checkpoint.new_run(checkpoint.task_folder(log_dir, env_id), run_name)
-            (run_dir / "config.json").write_text(json.dumps({
-                "env_id": env_id, "seed": seed, "ranks": world, "minutes": minutes, "iterations": iterations,
-                "ppo": cfg.as_dict(), "task_options": options, "resumed_from": str(resume) if resume else None,
-                "started_from": str(start_from) if start_from else None}, indent=1))
+            record = {"env_id": env_id, "seed": seed, "ranks": world, "minutes": minutes, "iterations": iterations,
+                      "ppo": cfg.as_dict(), "task_options": options, "resumed_from": str(resume) if resume else None,
+                      "started_from": str(start_from) if start_from else None}
+            (run_dir / "config.json").write_text(json.dumps(record, indent=1))
+            log = RunLog(run_dir, logger, record, wandb_project)
     except BaseException:
         env.close()
+        if run_dir is not None and log is None:  # W&B could not start the run
+            shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    writer = SummaryWriter(str(run_dir), flush_secs=10) if lead else None
     facts["widths"] = observation_widths(env)  # recorded where the env is at hand
     meta = {"env_id": env_id, "seed": seed, "ppo": cfg.as_dict(), "task_options": options, "task": facts}
     rows: list[dict[str, float]] = []
@@ -245,6 +257,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
             part.unlink(missing_ok=True)
             raise
         part.replace(out)
+        log.video(out, it)
 
     obs = env.get_observations()
     alg.train_mode()
@@ -293,18 +306,16 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
             rows.append(row)
             if not distributed:  # the iteration is complete: what follows only reports and saves it
                 good = (it, copy.deepcopy(alg.save()), mine, everyone)
-            for key, value in losses.items():
-                writer.add_scalar(f"Loss/{key}", value, it)
-            writer.add_scalar("Loss/learning_rate", alg.learning_rate, it)
-            writer.add_scalar("Policy/mean_std", float(alg.get_policy().output_std.detach().mean()), it)
-            writer.add_scalar("Perf/total_fps", row["steps_per_s"], it)
-            writer.add_scalar("Perf/collection_time", collect, it)
-            writer.add_scalar("Perf/learning_time", seconds - collect, it)
+            figures = {f"Loss/{key}": value for key, value in losses.items()}
+            figures.update({"Loss/learning_rate": alg.learning_rate,
+                            "Policy/mean_std": float(alg.get_policy().output_std.detach().mean()),
+                            "Perf/total_fps": row["steps_per_s"], "Perf/collection_time": collect,
+                            "Perf/learning_time": seconds - collect})
             if returns:
-                writer.add_scalar("Train/mean_reward", row["mean_return"], it)
-                writer.add_scalar("Train/mean_episode_length", row["mean_episode_length"], it)
-            for key, value in extras.get("log", {}).items():  # summed over the ranks by the env
-                writer.add_scalar(key, value, it)
+                figures["Train/mean_reward"] = row["mean_return"]
+                figures["Train/mean_episode_length"] = row["mean_episode_length"]
+            figures.update(extras.get("log", {}))  # summed over the ranks by the env
+            log.scalars(figures, it)
             if (it - start_it + 1) % cfg.save_interval == 0:
                 last = save(it)
                 record(it, last)
@@ -325,6 +336,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     done = it - start_it + 1
     env.close()
     if done < 1:
+        if log is not None:
+            log.close(failed=True)
         if interrupted:
             raise KeyboardInterrupt
         raise RuntimeError("the time budget ended before the first iteration")
@@ -337,7 +350,6 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                 record(it, last)
             except KeyboardInterrupt:  # the run stands, saved, without its last video and comparison
                 interrupted = True
-    writer.close()
     _write_progress(run_dir, rows)
 
     # null, not NaN, while no episode has ended: NaN is not JSON
@@ -355,6 +367,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         except KeyboardInterrupt:  # the run stands, saved, without its comparison
             summary["interrupted"] = True
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    log.summary(summary)
+    log.close()
     return TrainResult(run_dir, last, done, done * steps_per_it, seconds, summary, mine)
 
 
