@@ -126,7 +126,7 @@ def test_ppo_settings_change_by_name_and_a_resumed_run_keeps_its_models(tmp_path
 @pytest.mark.parametrize("text, setting", [
     ("learning_rate=3e-4", ("learning_rate", 3e-4)), ("actor_hidden=512,256,128", ("actor_hidden", (512, 256, 128))),
     ("obs_normalization=false", ("obs_normalization", False)), ("activation=tanh", ("activation", "tanh")),
-    ("num_envs=8", ("num_envs", 8)), ("lam=0", ("lam", 0.0)),
+    ("num_envs=8", ("num_envs", 8)), ("lam=0", ("lam", 0.0)), ("rnn_type=gru", ("rnn_type", "gru")),
 ])
 def test_a_ppo_setting_is_read_as_its_field_type(text, setting):
     from motrix_gym.learn.config import PpoConfig
@@ -140,7 +140,8 @@ def test_a_ppo_setting_is_read_as_its_field_type(text, setting):
     ("learning_rate=nan", "learning_rate must be a finite number > 0"), ("entropy_coef=-1", ">= 0"),
     ("obs_normalization=1", "takes true or false"), ("actor_hidden=64,,32", "comma-separated ints"),
     ("critic_hidden=64,0", "non-empty tuple of ints >= 1"), ("activation=ELU", "activation must be one of"),
-    ("schedule=cosine", "schedule must be one of"),
+    ("schedule=cosine", "schedule must be one of"), ("rnn_type=transformer", "rnn_type must be one of"),
+    ("rnn_hidden_dim=0", "rnn_hidden_dim must be an int >= 1"),
 ])
 def test_a_bad_ppo_setting_is_refused_by_name(text, why):
     from motrix_gym.learn.config import PpoConfig
@@ -223,6 +224,95 @@ def test_a_policy_plays_another_task_of_its_robot_blind_to_the_terms_it_never_ob
     for task in ("Go1WalkFlat", "Go1WalkStairs"):
         res = play(env_id(task), rough.checkpoint, steps=5, lanes=2, progress=False)
         assert res.steps == 5 and "track_lin_vel" in res.reward_terms and res.trained_on == env_id("Go1WalkRough")
+
+
+@pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
+def test_a_recurrent_policy_trains_plays_evaluates_exports_and_starts_another_task(rnn_type, tmp_path):
+    """rsl_rl's recurrent models: a lane's state is zeroed when its episode ends (in play, in the
+    final comparison, which then runs on another number of lanes); the ONNX file carries the state
+    in and out; --start-from maps the recurrent layer's input columns term by term."""
+    from onnx.reference import ReferenceEvaluator
+    from tensordict import TensorDict
+
+    from motrix_gym.integrations.rsl_rl import make_rsl_rl
+    from motrix_gym.learn.evaluate import evaluate_checkpoint, start_episodes
+    from motrix_gym.learn.model_init import check_init_from, init_from
+    from motrix_gym.learn.train import make_algorithm
+
+    cfg = tiny("Go1WalkRough").with_(rnn_type=rnn_type, rnn_hidden_dim=8)
+    res = train(env_id("Go1WalkRough"), iterations=2, log_dir=tmp_path, compile=False, eval_lanes=3, seed=4,
+                progress=False, config=cfg)
+    weights = checkpoint.load(res.checkpoint)["actor_state_dict"]["rnn.rnn.weight_ih_l0"]
+    assert weights.shape == ({"lstm": 4, "gru": 3}[rnn_type] * 8, 45)
+    again = evaluate_checkpoint(env_id("Go1WalkRough"), res.checkpoint, lanes=3, seed=5, progress=False)
+    assert again["eval"] == res.summary["eval"]  # each starts from a zero state on its own 3 lanes
+
+    # play: 5-step episodes, so that lanes start new ones; the figures are those of a loop that zeroes
+    # an ended lane's state, and not those of one that keeps it
+    short = {"overrides": {"episode_length_s": 0.1}}
+    played = play(env_id("Go1WalkRough"), res.checkpoint, lanes=2, steps=12, progress=False, task_options=short)
+    assert played.episodes_ended == 4
+
+    def rewards(reset: bool) -> dict[str, float]:
+        env = make_rsl_rl(env_id("Go1WalkRough"), num_envs=2, compile=False, progress=False, mode="play", **short)
+        policy, _ = load_policy(res.checkpoint, env)
+        total, obs = 0.0, env.get_observations()
+        for _ in range(12):
+            with torch.inference_mode():
+                obs, _, dones, _ = env.step(policy(obs))
+                if reset:
+                    start_episodes(policy, dones)
+            total = total + env.env.runtime.reward_terms[:2].sum(0).double()
+        env.close()
+        return {n: float(r) / 24 for n, r in zip(env.env.runtime.reward_names, total)}
+
+    assert played.reward_terms == rewards(reset=True) != rewards(reset=False)
+
+    out = play(env_id("Go1WalkRough"), res.checkpoint, steps=1, export="onnx", progress=False)
+    onnx_policy = ReferenceEvaluator(str(out.onnx))
+    import onnx
+
+    assert {p.key: p.value for p in onnx.load(out.onnx).metadata_props}["recurrent"] == rnn_type
+    env = make_rsl_rl(env_id("Go1WalkRough"), num_envs=1, compile=False, progress=False, mode="play")
+    policy, _ = load_policy(res.checkpoint, env)
+    state = {name: np.zeros((1, 1, 8), np.float32) for name in ({"lstm": ("h_in", "c_in"), "gru": ("h_in",)}[rnn_type])}
+    obs = env.get_observations()
+    for _ in range(5):
+        got = onnx_policy.run(None, {"obs": obs["policy"].numpy(), **state})
+        with torch.inference_mode():
+            want = policy(obs)
+        assert np.allclose(got[0], want.numpy(), atol=1e-5)
+        state = dict(zip(state, got[1:]))
+        obs = env.step(want)[0]
+    env.close()
+
+    # start from the rough-ground models on stairs: the same outputs without the scan, blind to it
+    stairs_cfg = tiny("Go1WalkStairs").with_(rnn_type=rnn_type, rnn_hidden_dim=8)
+    stairs = make_rsl_rl(env_id("Go1WalkStairs"), num_envs=4, compile=False, progress=False)
+    alg = make_algorithm(stairs, stairs_cfg)
+    init_from(alg, stairs, stairs_cfg, check_init_from(env_id("Go1WalkStairs"), stairs_cfg, res.checkpoint))
+    source = make_rsl_rl(env_id("Go1WalkRough"), num_envs=4, compile=False, progress=False)
+    old = make_algorithm(source, cfg)
+    old.load(checkpoint.load(res.checkpoint), None, strict=True)
+    obs = stairs.get_observations()
+    for model, group in (("actor", "policy"), ("critic", "critic")):
+        scan = stairs.env.runtime.observation_columns(group)["height_scan"]
+        seen = TensorDict({group: obs[group][:, :scan.start]}, batch_size=[4])
+        other = obs.clone()
+        other[group][:, scan] += torch.linspace(-1, 1, 187)
+
+        def first(module, o):  # from a zero state
+            module.reset()
+            return module(o)
+
+        with torch.no_grad():
+            new, was = getattr(alg, model), getattr(old, model)
+            assert torch.allclose(first(new, obs), first(was, seen), atol=1e-6)
+            assert torch.equal(first(new, obs), first(new, other))
+    for env in (stairs, source):
+        env.close()
+    with pytest.raises(ValueError, match=f"its rnn_type is '{rnn_type}', Motrix/Go1WalkStairs-v0 trains with 'none'"):
+        check_init_from(env_id("Go1WalkStairs"), tiny("Go1WalkStairs"), res.checkpoint)
 
 
 def test_evaluate_of_a_checkpoint_is_the_run_s_final_comparison(tmp_path, capsys):

@@ -12,10 +12,13 @@ from motrix_gym.arguments import is_int
 ACTIVATIONS = ("elu", "selu", "relu", "crelu", "lrelu", "tanh", "sigmoid", "softplus", "gelu", "swish", "mish",
                "identity")  # rsl_rl's names
 SCHEDULES = ("adaptive", "fixed")
+RNN_TYPES = ("none", "lstm", "gru")  # "none": MLPs; else rsl_rl's RNNModel, the recurrent layer before the MLP
 # the settings that shape the models or their first parameters: a run that starts from a
 # checkpoint's models (resumed, or started from another task's) keeps the checkpoint's
-MODEL_FIELDS = ("actor_hidden", "critic_hidden", "activation", "init_std", "obs_normalization")
-_COUNTS = ("num_envs", "num_steps_per_env", "num_learning_epochs", "num_mini_batches", "save_interval")
+MODEL_FIELDS = ("actor_hidden", "critic_hidden", "activation", "init_std", "obs_normalization", "rnn_type",
+                "rnn_hidden_dim", "rnn_num_layers")
+_COUNTS = ("num_envs", "num_steps_per_env", "num_learning_epochs", "num_mini_batches", "save_interval",
+           "rnn_hidden_dim", "rnn_num_layers")
 _NUMBERS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "init_std": ("> 0", lambda x: x > 0), "learning_rate": ("> 0", lambda x: x > 0),
     "desired_kl": ("> 0", lambda x: x > 0), "clip_param": ("> 0", lambda x: x > 0),
@@ -36,6 +39,11 @@ class PpoConfig:
     activation: str = "elu"
     init_std: float = 1.0
     obs_normalization: bool = True
+    # a recurrent layer reads the (normalised) observations before each MLP, its state carried
+    # from step to step and zeroed when a lane's episode ends (Isaac Lab's recurrent actor-critic)
+    rnn_type: str = "none"
+    rnn_hidden_dim: int = 256
+    rnn_num_layers: int = 1
     learning_rate: float = 1e-3
     schedule: str = "adaptive"  # the learning rate follows the KL divergence towards desired_kl; or "fixed"
     desired_kl: float = 0.01
@@ -63,7 +71,7 @@ class PpoConfig:
             if not (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
                     and holds(value)):
                 raise ValueError(f"PpoConfig.{name} must be a finite number {bound}, got {value!r}")
-        for name, allowed in (("activation", ACTIVATIONS), ("schedule", SCHEDULES)):
+        for name, allowed in (("activation", ACTIVATIONS), ("schedule", SCHEDULES), ("rnn_type", RNN_TYPES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"PpoConfig.{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if not isinstance(self.obs_normalization, bool):
@@ -79,6 +87,9 @@ class PpoConfig:
         def model(hidden: tuple[int, ...], stochastic: bool) -> dict[str, Any]:
             cfg: dict[str, Any] = {"class_name": "MLPModel", "hidden_dims": list(hidden),
                                    "activation": self.activation, "obs_normalization": self.obs_normalization}
+            if self.rnn_type != "none":
+                cfg.update(class_name="RNNModel", rnn_type=self.rnn_type, rnn_hidden_dim=self.rnn_hidden_dim,
+                           rnn_num_layers=self.rnn_num_layers)
             if stochastic:
                 cfg["distribution_cfg"] = {"class_name": "GaussianDistribution", "init_std": self.init_std}
             return cfg

@@ -19,8 +19,17 @@ from tensordict import TensorDict
 Act = Callable[[TensorDict], torch.Tensor]
 
 
+def start_episodes(policy: Any, dones: torch.Tensor | None = None) -> None:
+    """Zero a recurrent policy's state (an rsl_rl model's) for the lanes whose episodes start:
+    those ``dones`` marks, or every lane (its state then takes the size of the next batch of
+    lanes it reads). Nothing for a policy without one."""
+    if getattr(policy, "is_recurrent", False):
+        policy.reset(dones)
+
+
 def first_episodes(env_id: str, act: Act, lanes: int = 64, seed: int = 0, **make: Any) -> dict[str, Any]:
-    """Figures of the first episode of every lane under ``act`` (observations -> actions)."""
+    """Figures of the first episode of every lane under ``act`` (observations -> actions; a
+    recurrent policy starts each episode from a zero state)."""
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
 
     make = {"compile": False, "progress": False, **make}
@@ -32,11 +41,13 @@ def first_episodes(env_id: str, act: Act, lanes: int = 64, seed: int = 0, **make
     alive = torch.ones(lanes, dtype=torch.bool, device=dev)
     terms = torch.zeros(len(rt.reward_names), dtype=torch.float64, device=dev)
     try:
+        start_episodes(act)
         obs = env.get_observations()
         for _ in range(env.max_episode_length + 1):
             with torch.inference_mode():
                 actions = act(obs)
-            obs, rewards, dones, _ = env.step(actions)
+                obs, rewards, dones, _ = env.step(actions)
+                start_episodes(act, dones)
             ret += torch.where(alive, rewards, 0.0)
             length += alive.long()
             terms += (rt.reward_terms[:lanes] * alive.unsqueeze(-1).to(rt.device)).sum(0).double().to(dev)

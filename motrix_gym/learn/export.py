@@ -11,7 +11,10 @@ the joint's range (the joint's limit stops it), and a servo drives it with
 observation term is ``clip(f(state) * scale, lo, hi)``, ``f`` being the function named in
 ``observation_functions`` (its docstring says what it measures and in which frame); a term whose
 ``observation_history`` is ``h`` > 1 is its last ``h`` values, oldest first (after a reset, ``h``
-copies of the first), and its ``observation_dims`` entry is that whole width."""
+copies of the first), and its ``observation_dims`` entry is that whole width. ``recurrent`` is
+``none``, ``lstm`` or ``gru``: a recurrent policy (for one robot) also takes its state, ``h_in``
+(and an LSTM's ``c_in``), each of shape ``(layers, 1, hidden)``, and returns the next, ``h_out``
+(``c_out``): zeros when an episode starts, then what the last step returned."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import torch
 if TYPE_CHECKING:
     from motrix_gym.vector_env import MotrixVectorEnv
 
-FORMAT = "2"  # the version of the metadata keys below
+FORMAT = "3"  # the version of the metadata keys below
 
 
 def _floats(values: Any) -> str:
@@ -71,7 +74,8 @@ def export_onnx(alg: Any, target: Path, metadata: dict[str, str]) -> Path:
     torch.onnx.export(model, model.get_dummy_inputs(), target, opset_version=18, input_names=model.input_names,
                       output_names=model.output_names, external_data=False)
     proto = onnx.load(target)
-    for key, value in metadata.items():
+    recurrent = model.rnn_type if model.is_recurrent else "none"
+    for key, value in {**metadata, "recurrent": recurrent}.items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
     part = target.with_name(target.name + ".part")  # a run killed while writing keeps no half file

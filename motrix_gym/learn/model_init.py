@@ -2,8 +2,9 @@
 checkpoint of the same robot (a policy trained on rough ground starting on stairs); ``play`` runs
 a policy so on another task of its robot (a policy of flat ground on rough ground).
 
-Each model reads one observation group (``PpoConfig.to_rsl_rl``'s ``obs_groups``); its first
-layer's input columns are the group's terms in order (``TorchManagerRuntime.observation_columns``).
+Each model reads one observation group (``PpoConfig.to_rsl_rl``'s ``obs_groups``); its input
+layer's columns (the MLP's first layer, or the recurrent layer's input weights where one reads the
+observations first) are the group's terms in order (``TorchManagerRuntime.observation_columns``).
 ``check_init_from`` needs only the new task's config and the checkpoint, which records what it
 needs of its own task (``task_facts``), so that ``train`` refuses bad input before it writes
 anything; ``init_from`` also checks each term's width against the one the checkpoint records
@@ -22,8 +23,13 @@ from motrix_gym.learn import checkpoint
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import MODEL_FIELDS, PpoConfig
 
-# the normaliser's per-column statistics, which move with their columns like the first layer's weights
-_COLUMNS = ("mlp.0.weight", "obs_normalizer._mean", "obs_normalizer._var", "obs_normalizer._std")
+# the normaliser's per-column statistics, which move with their columns like the input layer's weights
+_STATISTICS = ("obs_normalizer._mean", "obs_normalizer._var", "obs_normalizer._std")
+
+
+def _input_layer(module: Any) -> str:
+    """The state-dict key of the weights that read ``module``'s observations."""
+    return "rnn.rnn.weight_ih_l0" if getattr(module, "is_recurrent", False) else "mlp.0.weight"
 
 
 def _groups(cfg: PpoConfig, models: Sequence[str]) -> dict[str, str]:
@@ -118,7 +124,7 @@ def check_models(env_id: str, cfg: PpoConfig, ckpt: dict[str, Any], path: str | 
 def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any], *, models: Sequence[str] = MODELS,
               purpose: str = "start from") -> None:
     """Load ``ckpt`` (from ``check_init_from``) into ``alg``'s ``models``: each term's
-    first-layer weights and normaliser statistics move to the term's columns in the new task,
+    input-layer weights and normaliser statistics move to the term's columns in the new task,
     columns of terms it did not observe keep zero weights; every other weight is copied (a
     shape that differs, such as another action count, is a CheckpointError). The normalisers'
     counts restart, so that their statistics follow the new task's observations from the first
@@ -135,15 +141,16 @@ def init_from(alg: Any, env: Any, cfg: PpoConfig, ckpt: dict[str, Any], *, model
                                       f"{width} here")
             old[name], start = slice(start, start + width), start + width
         saved = ckpt[f"{model}_state_dict"]
-        if saved["mlp.0.weight"].shape[1] != start:
-            raise CheckpointError(f"{purpose} {source}: its {model} read {saved['mlp.0.weight'].shape[1]} inputs, "
-                                  f"its terms are {start} wide here")
         module = getattr(alg, model)
+        first = _input_layer(module)  # the same kind of model as the checkpoint's (check_models)
+        if saved[first].shape[1] != start:
+            raise CheckpointError(f"{purpose} {source}: its {model} read {saved[first].shape[1]} inputs, "
+                                  f"its terms are {start} wide here")
         state = module.state_dict()
         for key, value in saved.items():
-            if key in _COLUMNS and key in state:
+            if key in (first, *_STATISTICS) and key in state:
                 state[key] = state[key].clone()
-                if key == "mlp.0.weight":
+                if key == first:
                     state[key].zero_()
                 for name, cols in old.items():
                     state[key][:, columns[name]] = value[:, cols]

@@ -15,6 +15,7 @@ from motrix_gym.arguments import check_out_path, is_int
 from motrix_gym.learn import checkpoint
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import PpoConfig
+from motrix_gym.learn.evaluate import start_episodes
 from motrix_gym.learn.export import deployment_metadata, export_onnx
 from motrix_gym.learn.model_init import check_models, init_from
 from motrix_gym.registry import check_id
@@ -148,6 +149,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         for i in tqdm(range(steps), desc=f"play {env_id}", unit="step", disable=not progress):
             with torch.inference_mode():
                 obs, _, dones, extras = env.step(policy(obs))
+                start_episodes(policy, dones)
             rewards += rt.reward_terms[:lanes].sum(0).double()
             ended += int(dones.sum())
             terminated += int((dones & ~extras["time_outs"]).sum())
