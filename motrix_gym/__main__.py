@@ -433,8 +433,8 @@ def main(argv: list[str] | None = None) -> int:
     pl = sub.add_parser("play", help="watch a trained policy (play mode, rendered off-screen)")
     pl.add_argument("env_id", type=task_id, help=TASK_HELP)
     pl.add_argument("--checkpoint", default=None,
-                    help="a model_<it>.pt or a run's folder (its last); default: the last one of the newest "
-                         "run in --log-dir")
+                    help="a model_<it>.pt or a run's folder (its last), or a policy.onnx that --export wrote (run "
+                         "by onnxruntime); default: the last one of the newest run in --log-dir")
     pl.add_argument("--log-dir", default="logs", help="where train wrote the runs")
     pl.add_argument("--out", type=out_path(VIDEO_SUFFIXES), default=None, help="video.gif or video.mp4")
     pl.add_argument("--lanes", type=count(1), default=1, help="lanes run and tiled in the video")
@@ -458,8 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("env_id", type=task_id, help=TASK_HELP)
     ev.add_argument("--checkpoint", default=None,
                     help="a model_<it>.pt or a run's folder (its last), of this task or of another of its robot "
-                         "whose observations this one's include; default: the last one of the newest run in "
-                         "--log-dir")
+                         "whose observations this one's include, or a policy.onnx that play --export wrote; "
+                         "default: the last one of the newest run in --log-dir")
     ev.add_argument("--log-dir", default="logs", help="where train wrote the runs")
     ev.add_argument("--lanes", type=count(1), default=64, help="lanes, each run to the end of its first episode")
     ev.add_argument("--seed", type=SEED, default=1, help="the lanes' seed (train compares with its --seed + 1)")

@@ -269,6 +269,9 @@ def test_a_recurrent_policy_trains_plays_evaluates_exports_and_starts_another_ta
     assert played.reward_terms == rewards(reset=True) != rewards(reset=False)
 
     out = play(env_id("Go1WalkRough"), res.checkpoint, steps=1, export="onnx", progress=False)
+    from_file = play(env_id("Go1WalkRough"), out.onnx, lanes=2, steps=12, progress=False, task_options=short)
+    assert from_file.episodes_ended == 4  # onnxruntime's state, zeroed where episodes start, as the checkpoint's
+    assert from_file.reward_terms == pytest.approx(played.reward_terms, rel=1e-4, abs=1e-8)
     onnx_policy = ReferenceEvaluator(str(out.onnx))
     import onnx
 
@@ -412,6 +415,56 @@ def test_onnx_export_reproduces_the_policy_and_says_how_to_drive_the_joints(tmp_
         target = floats("default_joint_pos") + floats("action_scale") * np.clip(got, -clip, clip)
         np.testing.assert_allclose(np.asarray(base.sim.arrays["ctrl"])[:, actuators], target, atol=1e-5)
     env.close()
+
+
+def test_an_exported_policy_file_plays_and_evaluates_as_its_checkpoint(tmp_path, monkeypatch, capsys):
+    """play and evaluate run a policy.onnx with onnxruntime, one robot per call, on any task whose
+    joints and observations its metadata describe, and refuse one that differs, naming what."""
+    from motrix_gym.__main__ import main
+    from motrix_gym.learn.evaluate import evaluate_checkpoint
+
+    go1 = env_id("Go1WalkFlat")
+    res = train(go1, iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
+                config=tiny("Go1WalkFlat"))
+    exported = play(go1, res.checkpoint, steps=1, export="onnx", progress=False).onnx
+    for task in ("Go1WalkFlat", "Go1WalkRough"):  # rough ground: the same joints and observation terms
+        want = play(env_id(task), res.checkpoint, lanes=2, steps=20, progress=False)
+        got = play(env_id(task), exported, lanes=2, steps=20, progress=False)
+        assert got.trained_on == go1 and got.reward_terms == pytest.approx(want.reward_terms, rel=1e-4, abs=1e-8)
+        assert got.metrics == pytest.approx(want.metrics, rel=1e-4)
+    want = evaluate_checkpoint(go1, res.checkpoint, lanes=2, progress=False)["eval"]
+    got = evaluate_checkpoint(go1, exported, lanes=2, progress=False)["eval"]
+    assert got["policy"]["mean_episode_length"] == want["policy"]["mean_episode_length"]
+    assert got["policy"]["mean_return"] == pytest.approx(want["policy"]["mean_return"], rel=1e-4)
+    assert (got["random"], got["zero"]) == (want["random"], want["zero"])
+
+    linear = torch.nn.Linear(45, 12)  # an ONNX model without the metadata
+    foreign = tmp_path / "foreign.onnx"
+    torch.onnx.export(linear, (torch.zeros(1, 45),), foreign, input_names=["obs"], output_names=["actions"],
+                      external_data=False)
+    text = tmp_path / "text.onnx"
+    text.write_text("not a model")
+    for task, path, options, message in (
+            ("G1WalkFlat", exported, None, "has joint_names 'FR_hip_joint,"),
+            ("Go1WalkStairs", exported, None, "has observation_names 'base_ang_vel,.*height_scan'"),
+            ("Go1WalkFlat", exported, {"overrides": {"observations.policy.joint_pos.history": 2}},
+             "has observation_dims '3,3,3,12,12,12', Motrix/Go1WalkFlat-v0 has '3,3,3,24,12,12'"),
+            ("Go1WalkFlat", foreign, None, "not a policy exported by motrix_gym: its metadata lack"),
+            ("Go1WalkFlat", text, None, "not an ONNX model onnxruntime can run")):
+        with pytest.raises(checkpoint.CheckpointError, match=message):
+            play(env_id(task), path, steps=1, progress=False, task_options=options)
+    with pytest.raises(checkpoint.CheckpointError, match="is an exported policy already: export takes a checkpoint"):
+        play(go1, exported, export="onnx", progress=False)
+    capsys.readouterr()
+    assert main(["play", "Go1WalkFlat", "--checkpoint", str(exported), "--steps", "3"]) == 0
+    assert f"checkpoint: {exported}" in capsys.readouterr().out
+    for argv, message in ((["play", "G1WalkFlat", "--checkpoint", str(exported)], "has joint_names"),
+                          (["evaluate", "Go1WalkFlat", "--checkpoint", str(exported), "--run-overrides"],
+                           "records no run's overrides: give them with --override")):
+        assert main(argv) == 2 and message in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if it were not installed
+    with pytest.raises(ImportError, match=r"pip install -e \"\.\[onnx\]\""):
+        play(go1, exported, steps=1, progress=False)
 
 
 class Payload:

@@ -97,14 +97,15 @@ def evaluate(env_id: str, policy: Act | None, lanes: int = 64, seed: int = 0, pr
 
 def evaluate_checkpoint(env_id: str, path: str | Path, lanes: int = 64, seed: int = 1, progress: bool = True,
                         task_options: Mapping[str, Any] | None = None, device: str = "cpu") -> dict[str, Any]:
-    """``evaluate`` of the policy of checkpoint ``path`` (a run's folder: its last) on ``env_id``
+    """``evaluate`` of the policy of checkpoint ``path`` (a run's folder: its last; or an exported
+    ``.onnx`` file) on ``env_id``
     made with ``task_options`` (``overrides`` included): its task or another of its robot whose
     observations include the policy's (``play.check_policy``). With the run's seed + 1, its lanes
     and the options and overrides of its final comparison, the figures are that comparison's."""
     from motrix_gym.arguments import is_int
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
     from motrix_gym.learn import checkpoint
-    from motrix_gym.learn.play import check_policy, load_policy
+    from motrix_gym.learn.play import open_policy, ready_policy
     from motrix_gym.registry import check_id
     from motrix_gym.runtime.rng import check_seed
 
@@ -116,11 +117,10 @@ def evaluate_checkpoint(env_id: str, path: str | Path, lanes: int = 64, seed: in
         raise ValueError(f"task_options must be a mapping of the task's make-time options, got {task_options!r}")
     options = dict(task_options or {})
     path = checkpoint.resolve(path)
-    ckpt = checkpoint.load(path)
-    check_policy(env_id, path, ckpt, options)
+    source, _ = open_policy(path, env_id, options)
     probe = make_rsl_rl(env_id, num_envs=1, compile=False, progress=False, device=device, **options)
     try:
-        policy, _ = load_policy(ckpt, probe)
+        policy, _ = ready_policy(source, probe, env_id)
     finally:
         probe.close()
     return {"checkpoint": str(path), "env_id": env_id, "lanes": lanes, "seed": seed, "task_options": options,

@@ -18,6 +18,7 @@ from motrix_gym.learn.config import PpoConfig
 from motrix_gym.learn.evaluate import start_episodes
 from motrix_gym.learn.export import deployment_metadata, export_onnx
 from motrix_gym.learn.model_init import check_models, init_from
+from motrix_gym.learn.onnx_policy import OnnxPolicy, is_onnx
 from motrix_gym.registry import check_id
 from motrix_gym.sim.render import tile
 from motrix_gym.video import VIDEO_SUFFIXES, check_writer, write_video
@@ -64,8 +65,32 @@ def placed_overrides(env_id: str, overrides: Mapping[str, Any], mode: str) -> di
 def run_overrides(path: str | Path, env_id: str, mode: str = "train") -> dict[str, Any]:
     """The overrides the run of checkpoint ``path`` trained with that ``env_id`` made in ``mode``
     has a place for."""
+    if is_onnx(path):
+        raise CheckpointError(f"{str(path)!r} is an exported policy, which records no run's overrides: give them "
+                              "with --override")
     trained = (checkpoint.load(path)["infos"].get("task_options") or {}).get("overrides") or {}
     return placed_overrides(env_id, trained, mode)
+
+
+def open_policy(path: Path, env_id: str, options: Mapping[str, Any]) -> tuple[dict[str, Any] | OnnxPolicy, str]:
+    """The policy at ``path`` (resolved): a checkpoint, loaded and checked for ``env_id`` made with
+    ``options`` (``check_policy``), or an exported ``.onnx`` file (checked once the env is made:
+    ``ready_policy``); and the task it was trained on."""
+    if is_onnx(path):
+        exported = OnnxPolicy(path)
+        return exported, exported.trained_on
+    ckpt = checkpoint.load(path)
+    check_policy(env_id, path, ckpt, options)
+    return ckpt, ckpt["infos"]["env_id"]
+
+
+def ready_policy(source: dict[str, Any] | OnnxPolicy, env: Any, env_id: str) -> tuple[Callable, Any]:
+    """``open_policy``'s policy for ``env`` (an rsl_rl adapter of ``env_id``), and the algorithm
+    that holds it (None for an exported file)."""
+    if isinstance(source, OnnxPolicy):
+        source.check(env, env_id)
+        return source, None
+    return load_policy(source, env)
 
 
 def check_policy(env_id: str, path: str | Path, ckpt: dict[str, Any], options: Mapping[str, Any]) -> None:
@@ -89,7 +114,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
          width: int = 480, height: int = 360, progress: bool = True,
          command: Sequence[float] | None = None, markers: bool = True,
          task_options: Mapping[str, Any] | None = None) -> PlayResult:
-    """Run the policy of ``checkpoint_path`` (a run's folder: its last checkpoint) on ``env_id``,
+    """Run the policy of ``checkpoint_path`` (a run's folder: its last checkpoint; or a policy file
+    ``export`` wrote, run by onnxruntime as a robot runs it) on ``env_id``,
     its task or another of its robot whose observations include the policy's (a policy of flat
     ground on rough ground or stairs, blind to the terms it never observed), for ``steps`` env
     steps (default: one episode, at most 10 s) on ``lanes`` lanes; write every ``every``-th frame
@@ -126,19 +152,19 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         out = check_out_path(out, VIDEO_SUFFIXES)
         check_writer(out.suffix)
     checkpoint_path = checkpoint.resolve(checkpoint_path)
-    ckpt = checkpoint.load(checkpoint_path)
-    trained_on = ckpt["infos"]["env_id"]
+    if export is not None and is_onnx(checkpoint_path):
+        raise CheckpointError(f"{str(checkpoint_path)!r} is an exported policy already: export takes a checkpoint")
+    source, trained_on = open_policy(checkpoint_path, env_id, {"mode": "play", **options})
     if export is not None and trained_on != env_id:
         raise CheckpointError(f"export describes the task a policy was trained on: play {trained_on} to export "
                               f"the policy of {str(checkpoint_path)!r}, not {env_id}")
-    check_policy(env_id, checkpoint_path, ckpt, {"mode": "play", **options})
     render = {} if out is None else {"render_mode": "rgb_array", "width": width, "height": height,
                                      "render_markers": markers}
     env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render,
                       **options)
     base = env.env
     try:
-        policy, alg = load_policy(ckpt, env)
+        policy, alg = ready_policy(source, env, env_id)
         rt = base.runtime
         if steps is None:
             steps = min(base.task.max_episode_steps, round(10.0 / base.task.step_dt))
