@@ -51,7 +51,7 @@ class OnnxPolicy:
         inputs = {i.name: i.shape for i in self.session.get_inputs()}
         if "obs" not in inputs:
             raise CheckpointError(f"{str(path)!r} has no 'obs' input (inputs {sorted(inputs)})")
-        self.width = int(inputs.pop("obs")[1])
+        del inputs["obs"]  # its width is the observation terms' (checked against a task's by ``check``)
         # a recurrent policy's state: each input (layers, 1, hidden) comes back as the output of that
         # name with "_out" for "_in" (h_in -> h_out)
         self.state_shapes = {name: tuple(int(d) for d in shape) for name, shape in inputs.items()}

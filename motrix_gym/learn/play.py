@@ -1,6 +1,6 @@
 """``python -m motrix_gym play``: a trained policy in the task's play mode (no observation noise,
 pushes or randomisation), rendered off-screen, with per-term reward means and the commands'
-tracking errors; optionally exported to ONNX."""
+tracking errors; optionally exported to ONNX, or run from such a file (``onnx_policy.py``)."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ class RunLog:
         self.tensorboard = SummaryWriter(str(run_dir), flush_secs=10)
 
     def scalars(self, values: Mapping[str, float], it: int) -> None:
-        """One iteration's figures, each under its key (``Loss/value_function``, ...)."""
+        """One iteration's figures, each under its key (``Loss/value``, ...)."""
         for key, value in values.items():
             self.tensorboard.add_scalar(key, value, it)
         if self.wandb is not None:
