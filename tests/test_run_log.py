@@ -69,14 +69,17 @@ def tensorboard_scalars(run_dir: Path) -> dict[str, dict[int, float]]:
     return {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in events.Tags()["scalars"]}
 
 
-@needs_gl
-def test_a_wandb_run_holds_the_tensorboard_figures_config_videos_and_comparison(tmp_path, monkeypatch):
+def wandb_train(tmp_path, monkeypatch, **options):
+    """A 3-iteration run that logs to W&B offline, with 5-step episodes (so that episode figures exist)."""
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    res = train(env_id("Go1WalkFlat"), iterations=3, log_dir=tmp_path, compile=False, eval_lanes=2, progress=False,
-                config=tiny("Go1WalkFlat").with_(num_envs=8, num_steps_per_env=8, save_interval=2), video=True,
-                video_length=4, logger="wandb", wandb_project="motrix-test",
-                task_options={"overrides": {"episode_length_s": 0.1}})  # 5-step episodes: episode figures
+    return train(env_id("Go1WalkFlat"), iterations=3, log_dir=tmp_path, compile=False, progress=False,
+                 config=tiny("Go1WalkFlat").with_(num_envs=8, num_steps_per_env=8, save_interval=2), logger="wandb",
+                 task_options={"overrides": {"episode_length_s": 0.1}}, **options)
+
+
+def test_a_wandb_run_holds_the_tensorboard_figures_config_and_comparison(tmp_path, monkeypatch):
+    res = wandb_train(tmp_path, monkeypatch, eval_lanes=2, wandb_project="motrix-test")
     records = wandb_records(res.run_dir)
     kinds = [r.WhichOneof("record_type") for r in records]
     assert kinds.count("run") == 1 and kinds[-1] == "exit" and records[-1].exit.exit_code == 0
@@ -89,10 +92,6 @@ def test_a_wandb_run_holds_the_tensorboard_figures_config_videos_and_comparison(
     assert config == json.loads((res.run_dir / "config.json").read_text())
 
     history, board = wandb_history(records), tensorboard_scalars(res.run_dir)
-    videos = {key: history.pop(key) for key in [k for k in history if k.startswith("video/")]}
-    assert videos["video/_type"] == {1: "video-file", 2: "video-file"}  # each checkpoint's, the file itself
-    for it, digest in videos["video/sha256"].items():
-        assert digest == hashlib.sha256((res.run_dir / "videos" / f"model_{it}.mp4").read_bytes()).hexdigest()
     assert history.keys() == board.keys() and {"Train/mean_reward", "Loss/value", "Episode_Reward/alive",
                                                 "Perf/total_fps"} <= board.keys()
     for key, steps in board.items():  # TensorBoard stores float32
@@ -107,6 +106,15 @@ def test_a_wandb_run_holds_the_tensorboard_figures_config_videos_and_comparison(
     saved = _flat(json.loads((res.run_dir / "summary.json").read_text()))
     assert saved["eval/policy/mean_episode_length"] > 0 and "eval/zero/reward_terms/track_lin_vel" in saved
     assert {k: summary[k] for k in saved} == saved
+
+
+@needs_gl
+def test_a_wandb_run_holds_each_checkpoint_s_video(tmp_path, monkeypatch):
+    res = wandb_train(tmp_path, monkeypatch, eval_lanes=0, video=True, video_length=4)
+    history = wandb_history(wandb_records(res.run_dir))
+    assert history["video/_type"] == {1: "video-file", 2: "video-file"}  # the checkpoints' (iterations 1 and 2)
+    for it, digest in history["video/sha256"].items():  # the file itself
+        assert digest == hashlib.sha256((res.run_dir / "videos" / f"model_{it}.mp4").read_bytes()).hexdigest()
 
 
 def test_logger_settings_are_checked_before_a_run_starts(tmp_path, monkeypatch):
