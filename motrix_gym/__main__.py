@@ -59,17 +59,27 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 
 def cmd_describe(args: argparse.Namespace) -> None:
-    """Print the tables of terms of a task made with the given options (one lane, eager)."""
+    """Print the tables of terms of a task made with the given options (one lane, eager), then the
+    PPO settings ``train`` starts from for it."""
+    import textwrap
+
     import gymnasium as gym
 
     import motrix_gym  # noqa: F401
     from motrix_gym.describe import describe
+    from motrix_gym.envs import ppo_config, task_name
 
     env = gym.make_vec(args.env_id, num_envs=1, compile=False, progress=False, **args.task_options)
     try:
         print(describe(env))
     finally:
         env.close()
+    def text(v: object) -> str:  # as --ppo reads it
+        return ",".join(map(str, v)) if isinstance(v, list) else str(v).lower() if isinstance(v, bool) else str(v)
+
+    settings = "  ".join(f"{k}={text(v)}" for k, v in ppo_config(task_name(args.env_id)).as_dict().items())
+    print("\ntrain's PPO settings (--ppo NAME=VALUE changes one)")
+    print(textwrap.fill(settings, width=110, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False))
 
 
 def cmd_run(args: argparse.Namespace) -> None:

@@ -8,7 +8,8 @@ import gymnasium as gym
 import pytest
 
 from motrix_gym.describe import describe
-from motrix_gym.envs import task_config
+from motrix_gym.envs import ppo_config, task_config
+from motrix_gym.learn.config import PpoConfig
 from motrix_gym.registry import env_id
 from motrix_gym.vector_env import MotrixVectorEnv
 
@@ -75,7 +76,11 @@ def test_describe_on_the_command_line_takes_task_options(capsys):
     assert "randomisation: none" in out and "events" not in out  # play mode: no pushes or randomisation
     assert all(r[3] == "-" for r in section(out, "observations 'policy'")[1:])  # nor noise
     assert main(["describe", "Go1WalkFlat"]) == 0
-    assert "push" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "push" in out
+    ppo = out.split("train's PPO settings (--ppo NAME=VALUE changes one)\n")[1].split()
+    assert {"num_envs=1024", "actor_hidden=256,128,128", "obs_normalization=true", "rnn_type=none"} <= set(ppo)
+    assert dict(PpoConfig.parse_setting(s) for s in ppo) == dataclasses.asdict(ppo_config("Go1WalkFlat"))
     with pytest.raises(SystemExit) as exit:
         main(["describe", "G1WbtDance", "--task-option", "heading_command=true"])
     assert exit.value.code == 2
