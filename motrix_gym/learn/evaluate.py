@@ -76,17 +76,20 @@ def baselines(num_actions: int, clip: float, seed: int) -> dict[str, Act]:
 
 
 def evaluate(env_id: str, policy: Act | None, lanes: int = 64, seed: int = 0, progress: bool = True,
-             **make: Any) -> dict[str, dict[str, Any]]:
+             action_space: Any = None, **make: Any) -> dict[str, dict[str, Any]]:
     """``first_episodes`` of ``policy`` (its deterministic output; skipped when None), random and
-    zero actions."""
+    zero actions. ``action_space``: the task's (one lane's), where the caller has it at hand;
+    otherwise a one-lane env is made to read it."""
     import gymnasium as gym
     from tqdm import tqdm
 
     import motrix_gym  # noqa: F401  (registers the ids)
 
-    probe = gym.make_vec(env_id, num_envs=1, compile=False, progress=False, **make)
-    na, clip = probe.single_action_space.shape[0], float(probe.single_action_space.high[0])
-    probe.close()
+    if action_space is None:
+        probe = gym.make_vec(env_id, num_envs=1, compile=False, progress=False, **make)
+        action_space = probe.single_action_space
+        probe.close()
+    na, clip = action_space.shape[0], float(action_space.high[0])
     acts: dict[str, Act] = {} if policy is None else {"policy": policy}
     acts.update(baselines(na, clip, seed))
     out = {}
@@ -121,7 +124,8 @@ def evaluate_checkpoint(env_id: str, path: str | Path, lanes: int = 64, seed: in
     probe = make_rsl_rl(env_id, num_envs=1, compile=False, progress=False, device=device, **options)
     try:
         policy, _ = ready_policy(source, probe, env_id)
+        actions = probe.env.single_action_space
     finally:
         probe.close()
     return {"checkpoint": str(path), "env_id": env_id, "lanes": lanes, "seed": seed, "task_options": options,
-            "eval": evaluate(env_id, policy, lanes, seed, progress, device=device, **options)}
+            "eval": evaluate(env_id, policy, lanes, seed, progress, action_space=actions, device=device, **options)}

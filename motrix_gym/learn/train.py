@@ -231,6 +231,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     facts["widths"] = observation_widths(env)  # recorded where the env is at hand
+    action_space = env.env.single_action_space  # also the final comparison's: the policy acts there
     meta = {"env_id": env_id, "seed": seed, "ppo": cfg.as_dict(), "task_options": options, "task": facts}
     rows: list[dict[str, float]] = []
     returns: deque[float] = deque(maxlen=100)
@@ -362,7 +363,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         alg.eval_mode()
         try:
             summary["eval"] = evaluate(env_id, alg.get_policy(), lanes=eval_lanes, seed=seed + 1,
-                                       progress=progress, device=device,
+                                       progress=progress, device=device, action_space=action_space,
                                        **({"overrides": overrides} if overrides else {}))
         except KeyboardInterrupt:  # the run stands, saved, without its comparison
             summary["interrupted"] = True
