@@ -100,6 +100,16 @@ def test_resume_continues_iterations_and_optimizer(tmp_path):
     assert not (tmp_path / "missing").exists()
     with pytest.raises(ValueError, match="command must be None or"):  # the task checks play's command
         play(env_id("G1WalkFlat"), first.checkpoint, command=(1.0, 0.0), progress=False)
+    # a checkpoint whose models cannot be loaded: its own error, the env closed and no folder left
+    state = checkpoint.load(first.checkpoint)
+    del state["actor_state_dict"]["mlp.0.bias"]
+    broken = tmp_path / "broken" / "model_1.pt"
+    broken.parent.mkdir()
+    checkpoint.save(broken, {k: v for k, v in state.items() if k not in ("iter", "infos")},
+                    {**state["infos"], "iteration": 1})
+    with pytest.raises(RuntimeError, match='Missing key.*"mlp.0.bias"'):
+        train(env_id("G1WalkFlat"), iterations=1, log_dir=tmp_path / "d", resume=broken, compile=False, progress=False)
+    assert not list((tmp_path / "d").rglob("config.json"))
 
 
 def test_ppo_settings_change_by_name_and_a_resumed_run_keeps_its_models(tmp_path):

@@ -206,6 +206,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     torch.manual_seed(seed + rank)
     env = make_rsl_rl(env_id, num_envs=cfg.num_envs, seed=seed, compile=compile, progress=progress and lead,
                       distributed=distributed, device=device, **options)
+    run_dir = log = None
     try:  # a run that cannot start closes its env and leaves no folder
         device = str(env.device)
         alg = make_algorithm(env, cfg, device, rank, world)
@@ -217,7 +218,6 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                 alg.learning_rate = cfg.learning_rate
                 for group in alg.optimizer.param_groups:
                     group["lr"] = cfg.learning_rate
-        run_dir = log = None
         if lead:
             run_dir = checkpoint.new_run(checkpoint.task_folder(log_dir, env_id), run_name)
             record = {"env_id": env_id, "seed": seed, "ranks": world, "minutes": minutes, "iterations": iterations,
