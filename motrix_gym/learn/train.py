@@ -220,11 +220,12 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
                     group["lr"] = cfg.learning_rate
         if lead:
             run_dir = checkpoint.new_run(checkpoint.task_folder(log_dir, env_id), run_name)
-            record = {"env_id": env_id, "seed": seed, "ranks": world, "minutes": minutes, "iterations": iterations,
-                      "ppo": cfg.as_dict(), "task_options": options, "resumed_from": str(resume) if resume else None,
-                      "started_from": str(start_from) if start_from else None}
-            (run_dir / "config.json").write_text(json.dumps(record, indent=1))
-            log = RunLog(run_dir, logger, record, wandb_project)
+            run_config = {"env_id": env_id, "seed": seed, "ranks": world, "minutes": minutes, "iterations": iterations,
+                          "ppo": cfg.as_dict(), "task_options": options,
+                          "resumed_from": str(resume) if resume else None,
+                          "started_from": str(start_from) if start_from else None}
+            (run_dir / "config.json").write_text(json.dumps(run_config, indent=1))
+            log = RunLog(run_dir, logger, run_config, wandb_project)
     except BaseException:
         env.close()
         if run_dir is not None and log is None:  # W&B could not start the run
