@@ -74,10 +74,7 @@ def cmd_describe(args: argparse.Namespace) -> None:
         print(describe(env))
     finally:
         env.close()
-    def text(v: object) -> str:  # as --ppo reads it
-        return ",".join(map(str, v)) if isinstance(v, list) else str(v).lower() if isinstance(v, bool) else str(v)
-
-    settings = "  ".join(f"{k}={text(v)}" for k, v in ppo_config(task_name(args.env_id)).as_dict().items())
+    settings = "  ".join(ppo_config(task_name(args.env_id)).settings())
     print("\ntrain's PPO settings (--ppo NAME=VALUE changes one)")
     print(textwrap.fill(settings, width=110, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False))
 

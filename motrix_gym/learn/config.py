@@ -111,6 +111,13 @@ class PpoConfig:
     def as_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
+    def settings(self) -> list[str]:
+        """Every setting as ``"name=value"``, written as ``parse_setting`` reads it back."""
+        def text(v: Any) -> str:
+            return ",".join(map(str, v)) if isinstance(v, tuple) else str(v).lower() if isinstance(v, bool) else str(v)
+
+        return [f"{f.name}={text(getattr(self, f.name))}" for f in fields(self)]
+
     @classmethod
     def parse_setting(cls, text: str) -> tuple[str, Any]:
         """``"name=value"`` as a field and its value, read as the field's type and checked as the
