@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from motrix_gym.manager.config import ActuatorGroup, RobotConfig
+from motrix_gym.manager.config import ActuatorGroup, Mirror, RobotConfig
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 NATURAL_FREQ = 2.0 * math.pi * 10.0
@@ -59,6 +59,7 @@ G1 = RobotConfig(
         "left_shoulder_roll_joint": 0.2,
         "right_shoulder_roll_joint": -0.2,
     },
+    mirror=Mirror(swap=(("left_", "right_"),), flip=(".*_roll_joint", ".*_yaw_joint")),
 )
 
 
@@ -105,6 +106,7 @@ T1 = RobotConfig(
         ".*_Knee_Pitch": 0.4,
         ".*_Ankle_Pitch": -0.25,
     },
+    mirror=Mirror(swap=(("Left_", "Right_"),), flip=(".*_Roll", ".*_Yaw", "AAHead_yaw", "Waist")),
 )
 
 
@@ -128,6 +130,7 @@ GO1 = RobotConfig(
         "[FR]R_hip_joint": 0.1,
         "[FR]L_hip_joint": -0.1,
     },
+    mirror=Mirror(swap=(("FR_", "FL_"), ("RR_", "RL_")), flip=(".*_hip_joint",)),
 )
 
 

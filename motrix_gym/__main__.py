@@ -346,6 +346,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
     found = []
     for module, name in (("motrix_gym.sim.render", "RenderingUnavailable"),
                          ("motrix_gym.learn.checkpoint", "CheckpointError"),
+                         ("motrix_gym.learn.config", "PpoConfigError"),
                          ("motrix_gym.learn.run_log", "LoggerError"),
                          ("motrix_gym.sim.backend", "MissingExtra"),
                          ("motrix_gym.manager.resolver", "TaskConfigError"),  # a custom task's or an override's

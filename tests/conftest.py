@@ -92,6 +92,14 @@ def compiled_as_eager(cfg, n: int = 16, steps: int = 80) -> tuple[MotrixVectorEn
     return fast, slow
 
 
+def tensorboard_scalars(run_dir) -> dict[str, dict[int, float]]:
+    """A run's TensorBoard scalars: each tag's value at each step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0}).Reload()
+    return {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in events.Tags()["scalars"]}
+
+
 def tiny(task: str):
     """``task``'s PPO settings shrunk to run an iteration in moments: 4 lanes, 4 steps, 16 units."""
     from motrix_gym.envs import ppo_config

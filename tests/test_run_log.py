@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_gl, tiny
+from conftest import needs_gl, tensorboard_scalars, tiny
 from motrix_gym.learn.run_log import LoggerError, _flat
 from motrix_gym.learn.train import train
 from motrix_gym.registry import env_id
@@ -60,13 +60,6 @@ def wandb_history(records: list) -> dict[str, dict[int, object]]:
             if not key.startswith("_"):
                 out.setdefault(key, {})[row["_step"]] = value
     return out
-
-
-def tensorboard_scalars(run_dir: Path) -> dict[str, dict[int, float]]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0}).Reload()
-    return {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in events.Tags()["scalars"]}
 
 
 def wandb_train(tmp_path, monkeypatch, **options):

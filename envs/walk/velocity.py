@@ -41,7 +41,7 @@ from motrix_gym.mdp import commands, events, resets
 from motrix_gym.mdp import observations as obs
 from motrix_gym.mdp import rewards as rew
 from motrix_gym.mdp import terminations as term
-from motrix_gym.mdp.terrain import TerrainCurriculum, height_scan
+from motrix_gym.mdp.terrain import TerrainCurriculum, height_scan, scan_mirror
 
 MODES = ("train", "play")
 ALL = Joints(".*")
@@ -119,20 +119,23 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
         *(ContactSensor(s, body=b) for s, b in zip(illegal, legs.illegal)),
         *(ContactSensor(s, body=b) for s, b in zip(undesired, legs.undesired)),
     )
-    scan_obs = Obs("height_scan", height_scan, noise=noise(0.1))
+    # mirror: each term reflected with the robot through its x-z plane (manager/symmetry.py);
+    # the gait clock half a stride on, where the other foot's stance is
+    scan_obs = Obs("height_scan", height_scan, noise=noise(0.1), mirror=scan_mirror)
     policy = (
-        Obs("base_ang_vel", obs.base_ang_vel, scale=0.25, noise=noise(0.2)),
-        Obs("projected_gravity", obs.projected_gravity, noise=noise(0.05)),
-        Obs("command", obs.command, params={"name": VEL}),
-        Obs("joint_pos", obs.joint_pos_rel, params={"joints": ALL}, noise=noise(0.01)),
-        Obs("joint_vel", obs.joint_vel, params={"joints": ALL}, scale=0.05, noise=noise(1.5)),
-        Obs("last_action", obs.last_action),
-        *((Obs("gait_phase", obs.gait_phase, params={"name": "gait"}),) if legs.biped else ()),
+        Obs("base_ang_vel", obs.base_ang_vel, scale=0.25, noise=noise(0.2), mirror=(-1, 1, -1)),
+        Obs("projected_gravity", obs.projected_gravity, noise=noise(0.05), mirror=(1, -1, 1)),
+        Obs("command", obs.command, params={"name": VEL}, mirror=(1, -1, -1)),
+        Obs("joint_pos", obs.joint_pos_rel, params={"joints": ALL}, noise=noise(0.01), mirror="joints"),
+        Obs("joint_vel", obs.joint_vel, params={"joints": ALL}, scale=0.05, noise=noise(1.5), mirror="joints"),
+        Obs("last_action", obs.last_action, mirror="actions"),
+        *((Obs("gait_phase", obs.gait_phase, params={"name": "gait"}, mirror=(-1, -1)),) if legs.biped else ()),
         *((scan_obs,) if scan else ()),
     )
     critic = (
-        Obs("base_lin_vel", obs.base_lin_vel),
-        *(Obs(t.name, t.func, params=t.params, scale=t.scale) for t in policy),  # the policy's, without noise
+        Obs("base_lin_vel", obs.base_lin_vel, mirror=(1, -1, 1)),
+        # the policy's, without noise
+        *(Obs(t.name, t.func, params=t.params, scale=t.scale, mirror=t.mirror) for t in policy),
     )
     cmds = (
         *(() if flat else (CommandTerm("terrain", TerrainCurriculum, params={"command": VEL, "enabled": not play}),)),

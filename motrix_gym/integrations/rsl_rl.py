@@ -62,6 +62,21 @@ class RslRlVecEnv(VecEnv):
         self.env.close()
 
 
+def mirror_augmentation(env: RslRlVecEnv, obs: TensorDict | None = None,
+                        actions: torch.Tensor | None = None) -> tuple[TensorDict | None, torch.Tensor | None]:
+    """rsl_rl's symmetry ``data_augmentation_func`` (``PpoConfig.symmetry_augmentation``,
+    ``symmetry_loss_coef``): ``obs`` and ``actions`` each followed by their reflection through
+    the robot's sagittal plane (``manager/symmetry.py``), twice the batch; None stays None."""
+    mirror = env.env.runtime.mirror()
+    if obs is not None:
+        reflected = TensorDict({g: mirror.observations[g](x) for g, x in obs.items()}, batch_size=obs.batch_size,
+                               device=obs.device)
+        obs = torch.cat([obs, reflected])
+    if actions is not None:
+        actions = torch.cat([actions, mirror.action(actions)])
+    return obs, actions
+
+
 def make_rsl_rl(env_id: str, num_envs: int, seed: int = 0, **kwargs: Any) -> RslRlVecEnv:
     """``gym.make_vec`` with torch outputs and both observation groups, wrapped for rsl_rl."""
     kwargs.setdefault("obs_groups", ("policy", "critic"))

@@ -24,8 +24,12 @@ _NUMBERS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "desired_kl": ("> 0", lambda x: x > 0), "clip_param": ("> 0", lambda x: x > 0),
     "entropy_coef": (">= 0", lambda x: x >= 0), "value_loss_coef": (">= 0", lambda x: x >= 0),
     "gamma": ("in (0, 1]", lambda x: 0 < x <= 1), "lam": ("in [0, 1]", lambda x: 0 <= x <= 1),
-    "max_grad_norm": ("> 0", lambda x: x > 0),
+    "max_grad_norm": ("> 0", lambda x: x > 0), "symmetry_loss_coef": (">= 0", lambda x: x >= 0),
 }
+
+
+class PpoConfigError(ValueError):
+    """PPO settings that cannot train together or a setting out of its range; the message names it."""
 
 
 @dataclass(frozen=True)
@@ -55,32 +59,47 @@ class PpoConfig:
     gamma: float = 0.99
     lam: float = 0.95
     max_grad_norm: float = 1.0
+    # mirror symmetry (the task's reflection through the robot's sagittal plane: manager/symmetry.py):
+    # each mini-batch also trains on its reflection, and/or a loss pulls the policy's action on a
+    # reflected observation towards the reflection of its action (rsl_rl's symmetry extension;
+    # feed-forward models only)
+    symmetry_augmentation: bool = False
+    symmetry_loss_coef: float = 0.0
     save_interval: int = 50  # iterations between checkpoints
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
             value = getattr(self, name)
             if not is_int(value) or value < 1:
-                raise ValueError(f"PpoConfig.{name} must be an int >= 1, got {value!r}")
+                raise PpoConfigError(f"PpoConfig.{name} must be an int >= 1, got {value!r}")
         for name in ("actor_hidden", "critic_hidden"):
             value = getattr(self, name)
             if not (isinstance(value, tuple) and value and all(is_int(x) and x >= 1 for x in value)):
-                raise ValueError(f"PpoConfig.{name} must be a non-empty tuple of ints >= 1, got {value!r}")
+                raise PpoConfigError(f"PpoConfig.{name} must be a non-empty tuple of ints >= 1, got {value!r}")
         for name, (bound, holds) in _NUMBERS.items():
             value = getattr(self, name)
             if not (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
                     and holds(value)):
-                raise ValueError(f"PpoConfig.{name} must be a finite number {bound}, got {value!r}")
+                raise PpoConfigError(f"PpoConfig.{name} must be a finite number {bound}, got {value!r}")
         for name, allowed in (("activation", ACTIVATIONS), ("schedule", SCHEDULES), ("rnn_type", RNN_TYPES)):
             if getattr(self, name) not in allowed:
-                raise ValueError(f"PpoConfig.{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        if not isinstance(self.obs_normalization, bool):
-            raise ValueError(f"PpoConfig.obs_normalization must be a bool, got {self.obs_normalization!r}")
+                raise PpoConfigError(f"PpoConfig.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name in ("obs_normalization", "symmetry_augmentation"):
+            if not isinstance(getattr(self, name), bool):
+                raise PpoConfigError(f"PpoConfig.{name} must be a bool, got {getattr(self, name)!r}")
+        if self.symmetric and self.rnn_type != "none":
+            raise PpoConfigError(f"PpoConfig: symmetry (symmetry_augmentation, symmetry_loss_coef) needs feed-forward "
+                             f"models; rnn_type is {self.rnn_type!r}")
+
+    @property
+    def symmetric(self) -> bool:
+        """Whether training uses the task's mirror symmetry."""
+        return self.symmetry_augmentation or self.symmetry_loss_coef > 0
 
     def with_(self, **changes: Any) -> PpoConfig:
         unknown = sorted(set(changes) - set(self.__dataclass_fields__))
         if unknown:
-            raise ValueError(f"ppo: unknown setting(s) {unknown}; PpoConfig has {list(self.__dataclass_fields__)}")
+            raise PpoConfigError(f"ppo: unknown setting(s) {unknown}; PpoConfig has {list(self.__dataclass_fields__)}")
         return replace(self, **changes)
 
     def to_rsl_rl(self) -> dict[str, Any]:
@@ -102,7 +121,12 @@ class PpoConfig:
                           "desired_kl": self.desired_kl, "num_learning_epochs": self.num_learning_epochs,
                           "num_mini_batches": self.num_mini_batches, "clip_param": self.clip_param,
                           "entropy_coef": self.entropy_coef, "value_loss_coef": self.value_loss_coef,
-                          "gamma": self.gamma, "lam": self.lam, "max_grad_norm": self.max_grad_norm},
+                          "gamma": self.gamma, "lam": self.lam, "max_grad_norm": self.max_grad_norm,
+                          "symmetry_cfg": {
+                              "data_augmentation_func": "motrix_gym.integrations.rsl_rl:mirror_augmentation",
+                              "use_data_augmentation": self.symmetry_augmentation,
+                              "use_mirror_loss": self.symmetry_loss_coef > 0,
+                              "mirror_loss_coeff": self.symmetry_loss_coef} if self.symmetric else None},
             "actor": model(self.actor_hidden, True),
             "critic": model(self.critic_hidden, False),
             "multi_gpu": None,

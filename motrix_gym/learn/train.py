@@ -209,6 +209,8 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     run_dir = log = None
     try:  # a run that cannot start closes its env and leaves no folder
         device = str(env.device)
+        if cfg.symmetric:
+            env.env.runtime.mirror()  # a task without one is refused before training starts
         alg = make_algorithm(env, cfg, device, rank, world)
         if start is not None:
             init_from(alg, env, cfg, start)

@@ -30,6 +30,28 @@ class ActuatorGroup:
 
 
 @dataclass(frozen=True)
+class Mirror:
+    """How a robot maps onto itself reflected through its sagittal (x-z) plane: a joint's
+    counterpart is its name with one of ``swap``'s pairs exchanged (``("left_", "right_")``), its
+    own where none occurs; the joints matching ``flip`` (regexes, full match: those turning about
+    their x or z axis) change sign, those turning about y keep it."""
+
+    swap: tuple[tuple[str, str], ...]
+    flip: tuple[str, ...]
+
+    def counterpart(self, name: str) -> str:
+        for a, b in self.swap:
+            if a in name:
+                return name.replace(a, b)
+            if b in name:
+                return name.replace(b, a)
+        return name
+
+    def sign(self, name: str) -> float:
+        return -1.0 if first_match(self.flip, name) is not None else 1.0
+
+
+@dataclass(frozen=True)
 class RobotConfig:
     """A robot model and what the scene adds to it in code (the vendored XML is never edited)."""
 
@@ -39,6 +61,7 @@ class RobotConfig:
     default_joint_pos: dict[str, float]  # regex -> angle; joints not matched default to 0
     base_height: float  # height of the root body above the ground in the default pose, standing
     root_body: str  # the body of the robot's free joint
+    mirror: Mirror | None = None  # None: the robot is not mirror-symmetric (or not described so)
 
     def actuator_of(self, joint: str) -> ActuatorGroup | None:
         """The first actuator group whose patterns match ``joint``."""

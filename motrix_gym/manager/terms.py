@@ -71,6 +71,10 @@ class ObservationTerm:
     varies), each new lag at most one more than the lane's last, so that a lane never sees an
     older observation than it saw the step before (a sensor's messages arrive in order); 0 keeps
     each episode's first lag.
+    ``mirror``: how the term's values reflect with the robot through its sagittal plane
+    (``manager/symmetry.py``): a sign per value, ``"joints"`` (its ``joints`` parameter's),
+    ``"actions"`` (the action's joints), or a function of its parameters that returns the
+    permutation of its values; None: not said (the task then has no mirror).
     """
 
     name: str
@@ -82,6 +86,7 @@ class ObservationTerm:
     history: int = 1
     delay: tuple[int, int] = (0, 0)
     delay_every: int = 0
+    mirror: tuple[float, ...] | str | Callable[..., Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,14 @@ def scan_points(size: tuple[float, float], resolution: float) -> Tensor:
     return torch.stack((gx.flatten(), gy.flatten()), dim=-1)
 
 
+def scan_mirror(size: tuple = (1.6, 1.0), resolution: float = 0.1, offset: float = 0.5) -> list[int]:
+    """The permutation that reflects a ``height_scan`` (its parameters) through the base's x-z
+    plane: each point takes the height of the point at the same x and opposite y."""
+    p = scan_points(size, resolution)
+    ny = round(size[1] / resolution) + 1
+    return [i - i % ny + (ny - 1 - i % ny) for i in range(p.shape[0])]
+
+
 def height_scan(env: Context, size: tuple = (1.6, 1.0), resolution: float = 0.1, offset: float = 0.5) -> Tensor:
     """Height of the base above the ground at a yaw-aligned grid of points around it, minus
     ``offset`` and clipped to [-1, 1] (m): (lanes, points), x-major."""

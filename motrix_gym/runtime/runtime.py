@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import ResolvedProgram, ResolvedTerm, TaskConfigError, on_device
+from motrix_gym.manager.symmetry import TaskMirror, task_mirror
 from motrix_gym.math.heightfield import HeightField
 from motrix_gym.runtime.compile_helpers import Helpers, RankShare
 from motrix_gym.runtime.context import Context
@@ -198,6 +199,7 @@ class TorchManagerRuntime:
         self.compiled = compile
         self._graphs: list[Graph] = []
         self._check_guards = False
+        self._mirror: TaskMirror | None = None
         self.lane_offset = lane_offset
         self.device, self.on_host = sim.device, not sim.tensors
         with torch.device(self.device):  # every tensor the runtime and its terms make
@@ -422,6 +424,13 @@ class TorchManagerRuntime:
         finally:
             if away is not None:
                 away.close()
+
+    def mirror(self) -> TaskMirror:
+        """The task's reflections through the robot's sagittal plane (``manager/symmetry.py``),
+        made at the first call; a TaskConfigError where the task does not say how it mirrors."""
+        if self._mirror is None:
+            self._mirror = task_mirror(self.program, self.term_dims, self.sim.device)
+        return self._mirror
 
     def observation_columns(self, group: str) -> dict[str, slice]:
         """Each term of observation group ``group`` and its columns in the group's vector."""
