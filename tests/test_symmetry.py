@@ -131,6 +131,18 @@ def test_a_reflection_twice_is_the_identity_and_maps_each_term_onto_itself(task)
     env.close()
 
 
+def test_a_term_with_a_history_reflects_each_of_its_observations_alike():
+    cfg = task_config("G1WalkFlat", overrides={"observations.policy.joint_pos.history": 3})
+    env = MotrixVectorEnv(cfg, 1, compile=False)
+    mirror = env.runtime.mirror()
+    cols = env.runtime.observation_columns("policy")["joint_pos"]
+    x = torch.randn(4, len(mirror.observations["policy"].index))
+    chunks = x[:, cols].reshape(4, 3, -1)  # oldest first; the joints are the action's, in model order
+    torch.testing.assert_close(mirror.observations["policy"](x)[:, cols], mirror.action(chunks).reshape(4, -1),
+                               rtol=0, atol=0)
+    env.close()
+
+
 @settings(max_examples=30, deadline=None)
 @given(nx=st.integers(1, 20), ny=st.integers(1, 20), resolution=st.sampled_from([0.05, 0.1, 0.2]))
 def test_a_height_scan_reflects_each_point_onto_the_one_across_the_base_s_x_z_plane(nx, ny, resolution):
