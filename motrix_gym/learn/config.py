@@ -88,8 +88,8 @@ class PpoConfig:
             if not isinstance(getattr(self, name), bool):
                 raise PpoConfigError(f"PpoConfig.{name} must be a bool, got {getattr(self, name)!r}")
         if self.symmetric and self.rnn_type != "none":
-            raise PpoConfigError(f"PpoConfig: symmetry (symmetry_augmentation, symmetry_loss_coef) needs feed-forward "
-                             f"models; rnn_type is {self.rnn_type!r}")
+            raise PpoConfigError(f"PpoConfig: symmetry (symmetry_augmentation, symmetry_loss_coef) needs "
+                                 f"feed-forward models; rnn_type is {self.rnn_type!r}")
 
     @property
     def symmetric(self) -> bool:

@@ -47,9 +47,9 @@ def _reflection(index: Sequence[int], sign: Sequence[float], device: torch.devic
 
 
 def joint_reflection(names: Sequence[str], mirror: Mirror, where: str) -> tuple[list[int], list[float]]:
-    """Each of ``names``' position in the reflected vector's source and its sign: value ``i`` of
-    the reflection is ``sign[i] * x[index[i]]``, ``index[i]`` the position of joint ``i``'s
-    counterpart. A counterpart outside ``names`` is a TaskConfigError naming the joint."""
+    """The reflection of a vector over the joints ``names`` as ``(index, sign)``: its value ``i``
+    is ``sign[i] * x[index[i]]``, ``index[i]`` the position of joint ``i``'s counterpart. A
+    counterpart outside ``names`` is a TaskConfigError naming the joint."""
     index = []
     for name in names:
         other = mirror.counterpart(name)
