@@ -9,6 +9,7 @@ observation noise and an action delay of 0 or 1 steps; ``mode="play"`` turns the
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from motrix_gym.envs.robots import (
     GO1_BALL_FOOT_REACH,
@@ -77,7 +78,7 @@ def go1_ball(mode: str = "train") -> TaskConfig:
     )
     critic = (
         Obs("base_lin_vel", obs.base_lin_vel, mirror=(1, -1, 1)),
-        *(Obs(t.name, t.func, params=t.params, scale=t.scale, mirror=t.mirror) for t in policy),
+        *(replace(t, noise=None) for t in policy),  # the policy's, without noise
         Obs("ball_state_w", bl.ball_state_w, params=ball, mirror=(1, -1, 1, 1, -1, 1)),
     )
     return TaskConfig(

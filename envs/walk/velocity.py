@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from motrix_gym.envs.robots import G1_LEGS, GO1_LEGS, T1_LEGS, Legs, action_scale
 from motrix_gym.manager.config import (
@@ -134,8 +135,7 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
     )
     critic = (
         Obs("base_lin_vel", obs.base_lin_vel, mirror=(1, -1, 1)),
-        # the policy's, without noise
-        *(Obs(t.name, t.func, params=t.params, scale=t.scale, mirror=t.mirror) for t in policy),
+        *(replace(t, noise=None) for t in policy),  # the policy's, without noise
     )
     cmds = (
         *(() if flat else (CommandTerm("terrain", TerrainCurriculum, params={"command": VEL, "enabled": not play}),)),
