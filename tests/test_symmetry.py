@@ -22,6 +22,7 @@ from motrix_gym.learn.train import train
 from motrix_gym.manager.config import Mirror
 from motrix_gym.manager.patterns import lookup
 from motrix_gym.manager.resolver import TaskConfigError
+from motrix_gym.mdp.observations import base_ang_vel
 from motrix_gym.mdp.terrain import scan_mirror, scan_points
 from motrix_gym.vector_env import MotrixVectorEnv
 
@@ -158,10 +159,9 @@ def _with_mirror(task: str, **changes):
         cfg.scene.robot, **changes)))
 
 
-def _with_term(task: str, **changes):
+def _with_term(task: str, term: str = "base_ang_vel", **changes):
     cfg = task_config(task)
-    policy = tuple(dataclasses.replace(t, **changes) if t.name == "base_ang_vel" else t
-                   for t in cfg.observations["policy"])
+    policy = tuple(dataclasses.replace(t, **changes) if t.name == term else t for t in cfg.observations["policy"])
     return dataclasses.replace(cfg, observations={**cfg.observations, "policy": policy})
 
 
@@ -172,7 +172,8 @@ def _with_term(task: str, **changes):
      "joint 'FR_hip_joint' mirrors to 'FX_hip_joint', which is not among its joints"),
     (lambda: _with_mirror("Go1WalkFlat", mirror=Mirror(swap=(("FR_", "FL_"), ("RR_", "RL_")), flip=("FR_hip_joint",))),
      "joint 'FR_hip_joint' and its counterpart 'FL_hip_joint' differ in whether they change sign"),
-    (lambda: _with_term("Go1WalkFlat", mirror=None), "term 'base_ang_vel': does not say how it mirrors"),
+    (lambda: _with_term("Go1WalkFlat", "command", mirror=None),
+     r"term 'command': does not say how it mirrors \(ObservationTerm.mirror, or @reflects on command\)"),
     (lambda: _with_term("Go1WalkFlat", mirror=(-1, 1)), "term 'base_ang_vel': mirrors 2 values, but it observes 3"),
     (lambda: _with_term("Go1WalkFlat", mirror=(-1, 0.5, -1)), "mirror signs must each be 1 or -1"),
     (lambda: _with_term("Go1WalkFlat", mirror="joints"), "mirror='joints' needs a Joints parameter 'joints'"),
@@ -185,6 +186,23 @@ def test_a_task_that_cannot_mirror_is_refused_naming_what_is_missing(cfg, messag
     with pytest.raises(TaskConfigError, match=message):
         env.runtime.mirror()
     env.close()
+
+
+def test_a_term_s_own_mirror_overrides_its_function_s():
+    """``base_ang_vel`` reflects as an angular velocity unless its term says otherwise."""
+    def policy_reflection(cfg):
+        env = MotrixVectorEnv(cfg, 1, compile=False)
+        reflection = env.runtime.mirror().observations["policy"]
+        env.close()
+        return reflection
+
+    assert base_ang_vel.mirror == (-1, 1, -1)
+    default = policy_reflection(task_config("Go1WalkFlat"))
+    own = policy_reflection(_with_term("Go1WalkFlat", mirror=(1, -1, 1)))
+    assert default.sign[:3].tolist() == [-1.0, 1.0, -1.0]
+    assert own.sign[:3].tolist() == [1.0, -1.0, 1.0]
+    torch.testing.assert_close(own.sign[3:], default.sign[3:], rtol=0, atol=0)
+    torch.testing.assert_close(own.index, default.index, rtol=0, atol=0)
 
 
 def test_symmetry_settings_go_to_rsl_rl_and_refuse_recurrent_models():

@@ -65,21 +65,21 @@ def go1_ball(mode: str = "train") -> TaskConfig:
     # the base's height above the ball's top in the stance, for the nominal ball
     reach = math.sqrt((BALL.radius + GO1_FOOT_RADIUS) ** 2 - GO1_BALL_FOOT_REACH**2)
     stance = reach - BALL.radius + GO1_BALL_STANCE_HEIGHT
-    # mirror (manager/symmetry.py): base-frame terms reflect through the base's x-z plane, the
-    # world-frame ball state through the world's x-z plane through the lane's origin
+    # every term mirrors as its function says (@reflects): the world-frame ball state through the
+    # world's x-z plane, about which the scene is symmetric
     policy = (
-        Obs("projected_gravity", obs.projected_gravity, noise=noise(0.05), mirror=(1, -1, 1)),
-        Obs("base_ang_vel", obs.base_ang_vel, scale=0.25, noise=noise(0.2), mirror=(-1, 1, -1)),
-        Obs("ball_pos", bl.ball_pos_b, params=ball, noise=noise(0.02), mirror=(1, -1, 1)),
-        Obs("ball_vel", bl.ball_vel_b, params=ball, noise=noise(0.1), mirror=(1, -1, 1)),
-        Obs("joint_pos", obs.joint_pos_rel, params={"joints": ALL}, noise=noise(0.01), mirror="joints"),
-        Obs("joint_vel", obs.joint_vel, params={"joints": ALL}, scale=0.05, noise=noise(1.5), mirror="joints"),
-        Obs("last_action", obs.last_action, mirror="actions"),
+        Obs("projected_gravity", obs.projected_gravity, noise=noise(0.05)),
+        Obs("base_ang_vel", obs.base_ang_vel, scale=0.25, noise=noise(0.2)),
+        Obs("ball_pos", bl.ball_pos_b, params=ball, noise=noise(0.02)),
+        Obs("ball_vel", bl.ball_vel_b, params=ball, noise=noise(0.1)),
+        Obs("joint_pos", obs.joint_pos_rel, params={"joints": ALL}, noise=noise(0.01)),
+        Obs("joint_vel", obs.joint_vel, params={"joints": ALL}, scale=0.05, noise=noise(1.5)),
+        Obs("last_action", obs.last_action),
     )
     critic = (
-        Obs("base_lin_vel", obs.base_lin_vel, mirror=(1, -1, 1)),
+        Obs("base_lin_vel", obs.base_lin_vel),
         *(replace(t, noise=None) for t in policy),  # the policy's, without noise
-        Obs("ball_state_w", bl.ball_state_w, params=ball, mirror=(1, -1, 1, 1, -1, 1)),
+        Obs("ball_state_w", bl.ball_state_w, params=ball),
     )
     return TaskConfig(
         name="Go1BallBalance",

@@ -42,7 +42,7 @@ from motrix_gym.mdp import commands, events, resets
 from motrix_gym.mdp import observations as obs
 from motrix_gym.mdp import rewards as rew
 from motrix_gym.mdp import terminations as term
-from motrix_gym.mdp.terrain import TerrainCurriculum, height_scan, scan_mirror
+from motrix_gym.mdp.terrain import TerrainCurriculum, height_scan
 
 MODES = ("train", "play")
 ALL = Joints(".*")
@@ -120,21 +120,22 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
         *(ContactSensor(s, body=b) for s, b in zip(illegal, legs.illegal)),
         *(ContactSensor(s, body=b) for s, b in zip(undesired, legs.undesired)),
     )
-    # mirror: each term reflected with the robot through its x-z plane (manager/symmetry.py);
-    # the gait clock half a stride on, where the other foot's stance is
-    scan_obs = Obs("height_scan", height_scan, noise=noise(0.1), mirror=scan_mirror)
+    # mirror (manager/symmetry.py): the functions' own reflections (@reflects), and the task's
+    # for its command (lateral velocity and yaw rate change sign) and its gait clock (half a
+    # stride on, where the other foot's stance is)
+    scan_obs = Obs("height_scan", height_scan, noise=noise(0.1))
     policy = (
-        Obs("base_ang_vel", obs.base_ang_vel, scale=0.25, noise=noise(0.2), mirror=(-1, 1, -1)),
-        Obs("projected_gravity", obs.projected_gravity, noise=noise(0.05), mirror=(1, -1, 1)),
+        Obs("base_ang_vel", obs.base_ang_vel, scale=0.25, noise=noise(0.2)),
+        Obs("projected_gravity", obs.projected_gravity, noise=noise(0.05)),
         Obs("command", obs.command, params={"name": VEL}, mirror=(1, -1, -1)),
-        Obs("joint_pos", obs.joint_pos_rel, params={"joints": ALL}, noise=noise(0.01), mirror="joints"),
-        Obs("joint_vel", obs.joint_vel, params={"joints": ALL}, scale=0.05, noise=noise(1.5), mirror="joints"),
-        Obs("last_action", obs.last_action, mirror="actions"),
+        Obs("joint_pos", obs.joint_pos_rel, params={"joints": ALL}, noise=noise(0.01)),
+        Obs("joint_vel", obs.joint_vel, params={"joints": ALL}, scale=0.05, noise=noise(1.5)),
+        Obs("last_action", obs.last_action),
         *((Obs("gait_phase", obs.gait_phase, params={"name": "gait"}, mirror=(-1, -1)),) if legs.biped else ()),
         *((scan_obs,) if scan else ()),
     )
     critic = (
-        Obs("base_lin_vel", obs.base_lin_vel, mirror=(1, -1, 1)),
+        Obs("base_lin_vel", obs.base_lin_vel),
         *(replace(t, noise=None) for t in policy),  # the policy's, without noise
     )
     cmds = (

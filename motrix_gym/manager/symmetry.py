@@ -4,7 +4,8 @@ robot's sagittal (x-z) plane, for PPO's symmetry augmentation and mirror loss (r
 Policies", ICRA 2024).
 
 The robot says which joints are counterparts and which change sign (``RobotConfig.mirror``);
-each observation term says how its values reflect (``ObservationTerm.mirror``). Both resolve to
+each observation term says how its values reflect (``ObservationTerm.mirror``), or its function
+does (``@reflects``). Both resolve to
 one ``Reflection`` per observation group and one for the action: a permutation and a sign per
 column, so that reflecting a batch is one gather and one product. A term with a history reflects
 each of its observations alike.
@@ -65,9 +66,10 @@ def joint_reflection(names: Sequence[str], mirror: Mirror, where: str) -> tuple[
 def _term(t: ResolvedTerm, width: int, action: JointIndex, mirror: Mirror,
           where: str) -> tuple[list[int], list[float]]:
     """One observation of term ``t`` (``width`` values) reflected."""
-    spec = t.cfg.mirror
+    spec = t.cfg.mirror if t.cfg.mirror is not None else getattr(t.func, "mirror", None)
     if spec is None:
-        raise TaskConfigError(f"{where} term {t.name!r}: does not say how it mirrors (ObservationTerm.mirror)")
+        raise TaskConfigError(f"{where} term {t.name!r}: does not say how it mirrors (ObservationTerm.mirror, "
+                              f"or @reflects on {t.func.__qualname__})")
     if spec == "joints":
         joints = t.params.get("joints")
         if not isinstance(joints, JointIndex):

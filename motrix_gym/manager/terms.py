@@ -17,7 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+MirrorSpec = tuple[float, ...] | str | Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,8 @@ class ObservationTerm:
     ``mirror``: how the term's values reflect with the robot through its sagittal plane
     (``manager/symmetry.py``): a sign per value, ``"joints"`` (its ``joints`` parameter's),
     ``"actions"`` (the action's joints), or a function of its parameters that returns the
-    permutation of its values; None: not said (the task then has no mirror).
+    permutation of its values; None: as its function says (``reflects``), else not said (the
+    task then has no mirror).
     """
 
     name: str
@@ -86,7 +90,19 @@ class ObservationTerm:
     history: int = 1
     delay: tuple[int, int] = (0, 0)
     delay_every: int = 0
-    mirror: tuple[float, ...] | str | Callable[..., Any] | None = None
+    mirror: MirrorSpec | None = None
+
+
+def reflects(mirror: MirrorSpec) -> Callable[[F], F]:
+    """Marks an observation function with how its values reflect (as ``ObservationTerm.mirror``
+    says it), for every term of it that does not say otherwise: what a value means is the
+    function's to know, what a task's commands or clocks mean is the task's."""
+
+    def mark(func: F) -> F:
+        func.mirror = mirror  # type: ignore[attr-defined]
+        return func
+
+    return mark
 
 
 @dataclass(frozen=True)

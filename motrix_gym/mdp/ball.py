@@ -2,7 +2,8 @@
 is under the feet, and the reset that stands the robot on top of it.
 
 The ball is a ``FreeBody`` reference (its free joint's addresses); its per-lane radius is
-``env.ball_radius`` (drawn at reset when the task randomises it).
+``env.ball_radius`` (drawn at reset when the task randomises it). Base-frame values reflect
+through the base's x-z plane, world-frame ones through the world's (``@reflects``).
 """
 
 from __future__ import annotations
@@ -11,28 +12,34 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import RootIndex
+from motrix_gym.manager.terms import reflects
 from motrix_gym.math import quat_apply_inverse, quat_from_axis_angle, quat_mul
 from motrix_gym.runtime.context import Context
 
 
+@reflects((1, -1, 1))
 def ball_pos_w(env: Context, ball: RootIndex) -> Tensor:
     return env.qpos[:, ball.qpos:ball.qpos + 3]
 
 
+@reflects((1, -1, 1))
 def ball_vel_w(env: Context, ball: RootIndex) -> Tensor:
     return env.qvel[:, ball.dof:ball.dof + 3]
 
 
+@reflects((1, -1, 1))
 def ball_pos_b(env: Context, ball: RootIndex) -> Tensor:
     """The ball's centre relative to the base, in the base frame."""
     return quat_apply_inverse(env.root_quat(), ball_pos_w(env, ball) - env.root_pos())
 
 
+@reflects((1, -1, 1))
 def ball_vel_b(env: Context, ball: RootIndex) -> Tensor:
     """The ball's velocity relative to the base's, in the base frame."""
     return quat_apply_inverse(env.root_quat(), ball_vel_w(env, ball) - env.root_lin_vel_w())
 
 
+@reflects((1, -1, 1, 1, -1, 1))
 def ball_state_w(env: Context, ball: RootIndex) -> Tensor:
     """World position and linear velocity of the ball (6)."""
     return torch.cat((ball_pos_w(env, ball), ball_vel_w(env, ball)), dim=-1)

@@ -1,4 +1,8 @@
-"""Observation terms: ``(lanes, d)`` float32 tensors."""
+"""Observation terms: ``(lanes, d)`` float32 tensors.
+
+``@reflects`` says how each reflects with the robot through its sagittal (x-z) plane: a vector
+keeps x and z and negates y, an angular velocity (an axial vector) negates x and z; joint values
+take their counterparts'. A command's or a clock's reflection is the task's to say."""
 
 from __future__ import annotations
 
@@ -6,20 +10,24 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import JointIndex, SensorSlice
+from motrix_gym.manager.terms import reflects
 from motrix_gym.math import quat_apply_inverse
 from motrix_gym.runtime.context import Context
 
 
+@reflects((1, -1, 1))
 def base_lin_vel(env: Context) -> Tensor:
     """Root linear velocity in the root frame (a free joint's linear velocity is world-frame)."""
     return quat_apply_inverse(env.root_quat(), env.root_lin_vel_w())
 
 
+@reflects((-1, 1, -1))
 def base_ang_vel(env: Context) -> Tensor:
     """Root angular velocity in the root frame (a free joint's angular velocity is local)."""
     return env.root_ang_vel_b()
 
 
+@reflects((1, -1, 1))
 def projected_gravity(env: Context) -> Tensor:
     """Unit gravity direction in the root frame."""
     q = env.root_quat()
@@ -27,14 +35,17 @@ def projected_gravity(env: Context) -> Tensor:
     return quat_apply_inverse(q, g)
 
 
+@reflects("joints")
 def joint_pos_rel(env: Context, joints: JointIndex) -> Tensor:
     return env.qpos[:, joints.qpos] - env.default_qpos[joints.qpos]
 
 
+@reflects("joints")
 def joint_vel(env: Context, joints: JointIndex) -> Tensor:
     return env.qvel[:, joints.dof]
 
 
+@reflects("actions")
 def last_action(env: Context) -> Tensor:
     return env.action
 

@@ -11,6 +11,7 @@ import math
 import torch
 from torch import Tensor
 
+from motrix_gym.manager.terms import reflects
 from motrix_gym.math import yaw_cos_sin
 from motrix_gym.runtime.context import Context
 
@@ -96,12 +97,13 @@ def scan_points(size: tuple[float, float], resolution: float) -> Tensor:
 
 def scan_mirror(size: tuple = (1.6, 1.0), resolution: float = 0.1, offset: float = 0.5) -> list[int]:
     """The permutation that reflects a ``height_scan`` (its parameters) through the base's x-z
-    plane: each point takes the height of the point at the same x and opposite y."""
+    plane: each point takes the height of the point at the same x and opposite y (the grid is
+    symmetric, so that point is the one nearest the reflection)."""
     p = scan_points(size, resolution)
-    ny = round(size[1] / resolution) + 1
-    return [i - i % ny + (ny - 1 - i % ny) for i in range(p.shape[0])]
+    return torch.cdist(p * torch.tensor([1.0, -1.0]), p).argmin(dim=1).tolist()
 
 
+@reflects(scan_mirror)
 def height_scan(env: Context, size: tuple = (1.6, 1.0), resolution: float = 0.1, offset: float = 0.5) -> Tensor:
     """Height of the base above the ground at a yaw-aligned grid of points around it, minus
     ``offset`` and clipped to [-1, 1] (m): (lanes, points), x-major."""
