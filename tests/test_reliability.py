@@ -49,6 +49,31 @@ def test_diverged_lanes_are_terminated_reset_and_counted(backend):
     b.close()
 
 
+def test_a_diverged_lane_is_found_with_mujoco_s_log_turned_off(tmp_path, monkeypatch):
+    """The env finds divergence by MuJoCo's warning counters, not its log: with the log's console
+    and file output off (the README's recipe) the lane still ends, and no MUJOCO_LOG.TXT appears."""
+    import mujoco
+
+    monkeypatch.chdir(tmp_path)
+    config = mujoco.MjLogConfig.get()
+    before = config.logto_console, config.logto_file
+    config.logto_console = config.logto_file = False
+    config.set()
+    try:
+        env = make(4)
+        env.reset(seed=0)
+        env.sim.qpos[1, 10] = float("nan")
+        _, _, term, _, info = env.step(np.zeros((4, 29), np.float32))
+        env.close()
+    finally:
+        config.logto_console, config.logto_file = before
+        config.set()
+    np.testing.assert_array_equal(np.flatnonzero(info["final_info"]["termination_terms"]["physics_diverged"]), [1])
+    assert term[1] and not (tmp_path / "MUJOCO_LOG.TXT").exists()
+    after = mujoco.MjLogConfig.get()
+    assert (after.logto_console, after.logto_file) == before
+
+
 ODD = st.sampled_from([0.0, 0.5, -2.0, 999.0, 1001.0, -1e4, 1e39, 1e300, float("nan"), float("inf"), -float("inf")])
 
 
