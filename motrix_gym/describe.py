@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from motrix_gym.envs import TASKS, task_options
+from motrix_gym.manager.resolver import TaskConfigError
 from motrix_gym.sim.terrain import columns
 
 
@@ -46,6 +47,26 @@ def _delay(term: Any) -> str:
     if term.delay == (0, 0):
         return "-"
     return _range(term.delay) + (f" every {term.delay_every}" if term.delay_every else "")
+
+
+def _reflection(term: Any) -> str:
+    """How an observation term reflects: its own ``mirror``, else its function's (``@reflects``)."""
+    spec = term.mirror if term.mirror is not None else getattr(term.func, "mirror", None)
+    if spec is None:
+        return "-"
+    if isinstance(spec, tuple | str):
+        return _value(spec)  # signs per value, or "joints" / "actions"
+    return f"{spec.__qualname__}()"  # a permutation of the values
+
+
+def _symmetry(rt: Any, mirror: Any) -> str:
+    """Whether the task mirrors (what PPO's symmetry settings need), and the robot's map."""
+    try:
+        rt.mirror()
+    except TaskConfigError as e:
+        return f"mirror symmetry: none ({e})"
+    return (f"mirror symmetry: joints {', '.join(f'{a}* <-> {b}*' for a, b in mirror.swap)}; those matching "
+            f"{', '.join(mirror.flip)} change sign (each observation term: its 'mirror' column)")
 
 
 def _range(r: Sequence[float] | None) -> str:
@@ -85,9 +106,10 @@ def describe(env: Any) -> str:
     for group, terms in program.observations.items():
         cols = rt.observation_columns(group)
         lines += ["", f"observations {group!r}: {sum(rt.obs_dims[group])} columns"]
-        lines += _table(("columns", "term", "scale", "noise", "clip", "history", "delay", "function"), [
+        lines += _table(("columns", "term", "scale", "noise", "clip", "history", "delay", "mirror", "function"), [
             (f"{cols[t.name].start}:{cols[t.name].stop}", t.name, _value(t.cfg.scale), _range(t.cfg.noise),
-             _range(t.cfg.clip), str(t.cfg.history), _delay(t.cfg), _call(t.cfg.func, t.cfg.params)) for t in terms])
+             _range(t.cfg.clip), str(t.cfg.history), _delay(t.cfg), _reflection(t.cfg),
+             _call(t.cfg.func, t.cfg.params)) for t in terms])
     lines += ["", "rewards (each step adds weight * value * step_dt)"]
     lines += _table(("term", "weight", "function"),
                     [(t.name, _value(t.cfg.weight), _call(t.cfg.func, t.cfg.params)) for t in program.rewards])
@@ -110,6 +132,7 @@ def describe(env: Any) -> str:
     lines += _table(("index", "joint", "default", "scale"), [
         (str(i), name, f"{d:+.3f}", f"{s:.3f}")
         for i, (name, d, s) in enumerate(zip(action.joints.names, default, action.scale.tolist()))])
+    lines += ["", _symmetry(rt, task.scene.robot.mirror)]
     r = program.randomization
     if r is None:
         lines += ["", "randomisation: none"]

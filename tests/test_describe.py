@@ -51,6 +51,29 @@ def test_the_tables_name_every_term_where_the_runtime_puts_it(task):
     text = check_tables(env.unwrapped)
     assert ("ground: a plane" in text) == (task in ("Go1BallBalance", "G1WbtDance", "T1WalkFlat"))
     assert ("ball: Ball(" in text) == (task == "Go1BallBalance")
+    symmetry = next(line for line in text.splitlines() if line.startswith("mirror symmetry: "))
+    assert symmetry.startswith("mirror symmetry: none (G1WbtDance: observation[policy] term 'command'") == (
+        task == "G1WbtDance")
+    env.close()
+
+
+def test_the_mirror_column_shows_a_term_s_own_reflection_else_its_function_s():
+    cfg = task_config("Go1WalkStairs")
+    changes = {"base_ang_vel": {"mirror": (1, -1, 1)}, "command": {"mirror": None}}
+    policy = tuple(dataclasses.replace(t, **changes.get(t.name, {})) for t in cfg.observations["policy"])
+    env = MotrixVectorEnv(dataclasses.replace(cfg, observations={**cfg.observations, "policy": policy}), 1,
+                          compile=False)
+    text = check_tables(env)
+    header, *rows = section(text, "observations 'policy'")
+    mirror = {r[1]: r[header.index("mirror")] for r in rows}
+    assert mirror == {"base_ang_vel": "(1, -1, 1)", "projected_gravity": "(1, -1, 1)", "command": "-",
+                      "joint_pos": "joints", "joint_vel": "joints", "last_action": "actions",
+                      "height_scan": "scan_mirror()"}
+    assert "mirror symmetry: none (Go1WalkStairs: observation[policy] term 'command': does not say" in text
+    env.close()
+    env = MotrixVectorEnv(cfg, 1, compile=False)
+    assert ("mirror symmetry: joints FR_* <-> FL_*, RR_* <-> RL_*; those matching .*_hip_joint change sign"
+            in describe(env))
     env.close()
 
 
