@@ -4,11 +4,13 @@ code."""
 
 import copy
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import imageio
 import numpy as np
@@ -278,7 +280,12 @@ def test_a_recurrent_policy_trains_plays_evaluates_exports_and_starts_another_ta
 
     assert played.reward_terms == rewards(reset=True) != rewards(reset=False)
 
-    out = play(env_id("Go1WalkRough"), res.checkpoint, steps=1, export="onnx", progress=False)
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = play(env_id("Go1WalkRough"), res.checkpoint, steps=1, export="onnx", progress=False)
+    assert [f"{w.category.__name__}: {w.message}" for w in caught] == []
+    assert registration.level == logging.NOTSET  # the exporter's logger as it was
     from_file = play(env_id("Go1WalkRough"), out.onnx, lanes=2, steps=12, progress=False, task_options=short)
     assert from_file.episodes_ended == 4  # onnxruntime's state, zeroed where episodes start, as the checkpoint's
     assert from_file.reward_terms == pytest.approx(played.reward_terms, rel=1e-4, abs=1e-8)

@@ -18,6 +18,8 @@ copies of the first), and its ``observation_dims`` entry is that whole width. ``
 
 from __future__ import annotations
 
+import logging
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,8 +73,19 @@ def export_onnx(alg: Any, target: Path, metadata: dict[str, str]) -> Path:
     import onnx
 
     model = alg.get_policy().as_onnx(verbose=False).to("cpu").eval()
-    torch.onnx.export(model, model.get_dummy_inputs(), target, opset_version=18, input_names=model.input_names,
-                      output_names=model.output_names, external_data=False)
+    # torch's exporter reports on its own workings here, not on the policy: operators of
+    # torchvision it skips, an RNN's weights it reads as attributes, a deprecation inside torch
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = registration.level
+    registration.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", r"The tensor attributes self\.rnn\._flat_weights", UserWarning)
+            warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning)
+            torch.onnx.export(model, model.get_dummy_inputs(), target, opset_version=18, verbose=False,
+                              input_names=model.input_names, output_names=model.output_names, external_data=False)
+    finally:
+        registration.setLevel(level)
     proto = onnx.load(target)
     recurrent = model.rnn_type if model.is_recurrent else "none"
     for key, value in {**metadata, "recurrent": recurrent}.items():
