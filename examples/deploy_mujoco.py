@@ -1,0 +1,204 @@
+"""An exported policy (``play --export onnx``) driving its robot as the robot's controller would:
+each control period, one observation built from the robot's state with nothing but the file's
+metadata, onnxruntime, and position targets for the servos. The physics is a plain
+``mujoco.MjModel`` stepped by ``mujoco.mj_step``, not motrix_gym's batch or runtime: by default
+the task's own model (``--model`` takes another MJCF of the robot, e.g. its maker's, whose
+actuators are position servos on the metadata's joints).
+
+    python examples/deploy_mujoco.py logs/Go1WalkFlat/<run>/policy.onnx --command 0.5 0 0 --seconds 10
+    python examples/deploy_mujoco.py <run>/policy.onnx --save-model go1.xml  # then edit it, and:
+    python examples/deploy_mujoco.py <run>/policy.onnx --model go1.xml
+
+It prints the mean planar-velocity and yaw-rate errors against the command, as ``play`` does,
+and when the robot fell, if it did. The observation terms it can build are those in ``TERMS`` (a
+proprioceptive velocity-tracking policy); a file whose policy observes others is refused, naming
+them. Needs onnxruntime (``pip install -e ".[onnx]"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import onnxruntime
+
+
+def metadata(path: str | Path) -> dict[str, str]:
+    """The metadata of an exported policy file (``motrix_gym/learn/export.py`` says what each means)."""
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return dict(session.get_modelmeta().custom_metadata_map)
+
+
+def _rotate_inverse(quat: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``v`` (world) in the frame of the unit quaternion ``quat`` (w, x, y, z)."""
+    out = np.empty(3)
+    mujoco.mju_rotVecQuat(out, v, np.array([quat[0], -quat[1], -quat[2], -quat[3]]))
+    return out
+
+
+class Controller:
+    """The policy of ``path`` with the state a controller keeps between control periods: the last
+    action, each term's history and a recurrent policy's state."""
+
+    def __init__(self, path: str | Path, model: mujoco.MjModel) -> None:
+        self.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        meta = dict(self.session.get_modelmeta().custom_metadata_map)
+
+        def floats(key: str) -> np.ndarray:
+            return np.array([float(x) for x in meta[key].split(",")])
+
+        self.joints = meta["joint_names"].split(",")
+        self.default = floats("default_joint_pos")
+        self.scale, self.clip = floats("action_scale"), float(meta["action_clip"])
+        self.control_dt = float(meta["control_dt"])
+        self.substeps = round(self.control_dt / model.opt.timestep)
+        if abs(self.substeps * model.opt.timestep - self.control_dt) > 1e-9:
+            raise ValueError(f"the control period {self.control_dt} s is not a whole number of the model's "
+                             f"{model.opt.timestep} s steps")
+        ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in self.joints]
+        missing = [j for j, i in zip(self.joints, ids) if i < 0]
+        if missing:
+            raise ValueError(f"the model has no joints {missing}")
+        self.qpos_adr, self.dof_adr = model.jnt_qposadr[ids], model.jnt_dofadr[ids]
+        by_joint = {model.actuator_trnid[a, 0]: a for a in range(model.nu)}
+        if any(i not in by_joint for i in ids):
+            raise ValueError("every joint the policy drives needs a position actuator in the model")
+        self.actuators = np.array([by_joint[i] for i in ids])
+        self.root_qpos = model.jnt_qposadr[0]  # the robot's free joint comes first
+        self.root_dof = model.jnt_dofadr[0]
+
+        names, funcs = meta["observation_names"].split(","), meta["observation_functions"].split(",")
+        unknown = [f"{n} ({f})" for n, f in zip(names, funcs) if f.rsplit(".", 1)[-1] not in TERMS]
+        if unknown:
+            raise ValueError(f"this controller cannot build the observation terms {unknown}")
+        self.terms = [TERMS[f.rsplit(".", 1)[-1]] for f in funcs]
+        self.histories = [int(h) for h in meta["observation_history"].split(",")]
+        self.term_scales = [float(s) for s in meta["observation_scales"].split(",")]
+        self.term_clips = [None if c == "none" else tuple(float(x) for x in c.split(":"))
+                           for c in meta["observation_clips"].split(",")]
+        self.state_shapes = {i.name: tuple(i.shape) for i in self.session.get_inputs() if i.name != "obs"}
+        self.reset()
+
+    def reset(self) -> None:
+        """An episode starts: no last action, histories filled by the first observation, zero state."""
+        self.last_action = np.zeros(len(self.joints))
+        self.history: list[list[np.ndarray]] = [[] for _ in self.terms]
+        self.state = {n: np.zeros(s, np.float32) for n, s in self.state_shapes.items()}
+
+    def observe(self, data: mujoco.MjData, command: np.ndarray) -> np.ndarray:
+        """The policy's input now: each term scaled and clipped, its history oldest first."""
+        parts = []
+        for i, term in enumerate(self.terms):
+            value = term(self, data, command) * self.term_scales[i]
+            if self.term_clips[i] is not None:
+                value = np.clip(value, *self.term_clips[i])
+            h = self.history[i]
+            if h:
+                h.pop(0)
+                h.append(value)
+            else:  # an episode's first observation fills the history
+                h.extend([value] * self.histories[i])
+            parts += h
+        return np.concatenate(parts).astype(np.float32)[None]
+
+    def act(self, data: mujoco.MjData, command: np.ndarray) -> np.ndarray:
+        """The servos' position targets for the next control period (``self.obs``: what the
+        policy observed)."""
+        self.obs = self.observe(data, command)
+        out = dict(zip([o.name for o in self.session.get_outputs()],
+                       self.session.run(None, {"obs": self.obs, **self.state})))
+        for name in self.state:
+            self.state[name] = out[name.removesuffix("_in") + "_out"]
+        self.last_action = np.clip(out["actions"][0].astype(np.float64), -self.clip, self.clip)
+        return self.default + self.scale * self.last_action
+
+    def step(self, model: mujoco.MjModel, data: mujoco.MjData, command: np.ndarray) -> None:
+        """One control period: act, then hold the targets for the period's physics steps."""
+        data.ctrl[self.actuators] = self.act(data, command)
+        for _ in range(self.substeps):
+            mujoco.mj_step(model, data)
+
+
+def _root_quat(c: Controller, data: mujoco.MjData) -> np.ndarray:
+    return data.qpos[c.root_qpos + 3:c.root_qpos + 7]
+
+
+# what each observation function of the metadata measures (its docstring in motrix_gym.mdp)
+TERMS: dict[str, Callable[[Controller, mujoco.MjData, np.ndarray], np.ndarray]] = {
+    "base_lin_vel": lambda c, d, cmd: _rotate_inverse(_root_quat(c, d), d.qvel[c.root_dof:c.root_dof + 3]),
+    "base_ang_vel": lambda c, d, cmd: d.qvel[c.root_dof + 3:c.root_dof + 6].copy(),  # a free joint's is local
+    "projected_gravity": lambda c, d, cmd: _rotate_inverse(_root_quat(c, d), np.array([0.0, 0.0, -1.0])),
+    "command": lambda c, d, cmd: np.asarray(cmd, dtype=np.float64),
+    "joint_pos_rel": lambda c, d, cmd: d.qpos[c.qpos_adr] - c.default,
+    "joint_vel": lambda c, d, cmd: d.qvel[c.dof_adr].copy(),
+    "last_action": lambda c, d, cmd: c.last_action.copy(),
+}
+
+
+def task_spec(task: str) -> mujoco.MjSpec:
+    """The physics model of ``task`` (an id) in play mode, as motrix_gym builds it."""
+    from motrix_gym.envs import task_config, task_name
+    from motrix_gym.sim.scene import build_spec
+
+    cfg = task_config(task_name(task), mode="play")
+    spec = build_spec(cfg.scene, cfg.sim_dt)
+    spec.meshdir = str(Path(cfg.scene.robot.xml).parent / spec.meshdir)  # so that a saved copy finds them
+    return spec
+
+
+def task_model(task: str) -> mujoco.MjModel:
+    return task_spec(task).compile()
+
+
+def stand(model: mujoco.MjModel, data: mujoco.MjData, c: Controller, lift: float = 0.02) -> None:
+    """The robot at rest in its default pose, ``lift`` m above its standing height."""
+    mujoco.mj_resetData(model, data)
+    data.qpos[c.qpos_adr] = c.default
+    data.qpos[c.root_qpos + 2] += lift
+    data.ctrl[c.actuators] = c.default
+    mujoco.mj_forward(model, data)
+
+
+def run(path: str | Path, command: Sequence[float], seconds: float, model_path: str | None = None) -> dict:
+    """Drive the robot for ``seconds`` with ``command``; the mean tracking errors, and when it fell."""
+    model = mujoco.MjModel.from_xml_path(model_path) if model_path else task_model(metadata(path)["task"])
+    data = mujoco.MjData(model)
+    c = Controller(path, model)
+    stand(model, data, c)
+    cmd = np.asarray(command, dtype=np.float64)
+    lin, yaw, fell = [], [], None
+    for k in range(round(seconds / c.control_dt)):
+        c.step(model, data, cmd)
+        v = TERMS["base_lin_vel"](c, data, cmd)
+        lin.append(np.linalg.norm(cmd[:2] - v[:2]))
+        yaw.append(abs(cmd[2] - data.qvel[c.root_dof + 5]))
+        if TERMS["projected_gravity"](c, data, cmd)[2] > -0.34:  # tilted beyond 70 degrees
+            fell = (k + 1) * c.control_dt
+            break
+    return {"lin_vel_error": float(np.mean(lin)), "yaw_rate_error": float(np.mean(yaw)), "fell_at_s": fell,
+            "seconds": len(lin) * c.control_dt}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("policy", help="a policy.onnx written by play --export onnx")
+    parser.add_argument("--command", type=float, nargs=3, default=(0.5, 0.0, 0.0), metavar=("VX", "VY", "YAW_RATE"))
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--model", help="an MJCF of the robot (default: the task's own model)")
+    parser.add_argument("--save-model", metavar="XML", help="write the task's own model as MJCF, to change and "
+                        "pass as --model (a timestep, integrator, friction, ...), and stop")
+    args = parser.parse_args()
+    if args.save_model:
+        Path(args.save_model).write_text(task_spec(metadata(args.policy)["task"]).to_xml())
+        return
+    result = run(args.policy, args.command, args.seconds, args.model)
+    print(f"{result['seconds']:.2f} s: mean planar-velocity error {result['lin_vel_error']:.3f} m/s, "
+          f"yaw-rate error {result['yaw_rate_error']:.3f} rad/s"
+          + (f"; fell at {result['fell_at_s']:.2f} s" if result["fell_at_s"] is not None else ""))
+
+
+if __name__ == "__main__":
+    main()
