@@ -80,6 +80,11 @@ class Controller:
         self.term_clips = [None if c == "none" else tuple(float(x) for x in c.split(":"))
                            for c in meta["observation_clips"].split(",")]
         self.state_shapes = {i.name: tuple(i.shape) for i in self.session.get_inputs() if i.name != "obs"}
+        if "gait_phase" in [f.rsplit(".", 1)[-1] for f in funcs] and "gait_period" not in meta:
+            raise ValueError("the policy observes a gait clock, but the file does not say its period "
+                             "(gait_period): export it again")
+        # the clock's phase as the env keeps it, in float32
+        self.gait_rate = np.float32(self.control_dt / float(meta.get("gait_period", "inf")))
         self.reset()
 
     def reset(self) -> None:
@@ -87,6 +92,7 @@ class Controller:
         self.last_action = np.zeros(len(self.joints))
         self.history: list[list[np.ndarray]] = [[] for _ in self.terms]
         self.state = {n: np.zeros(s, np.float32) for n, s in self.state_shapes.items()}
+        self.gait_phase = np.float32(0.0)
 
     def observe(self, data: mujoco.MjData, command: np.ndarray) -> np.ndarray:
         """The policy's input now: each term scaled and clipped, its history oldest first."""
@@ -120,6 +126,7 @@ class Controller:
         data.ctrl[self.actuators] = self.act(data, command)
         for _ in range(self.substeps):
             mujoco.mj_step(model, data)
+        self.gait_phase = np.remainder(self.gait_phase + self.gait_rate, np.float32(1.0))
 
 
 def _root_quat(c: Controller, data: mujoco.MjData) -> np.ndarray:
@@ -135,6 +142,7 @@ TERMS: dict[str, Callable[[Controller, mujoco.MjData, np.ndarray], np.ndarray]] 
     "joint_pos_rel": lambda c, d, cmd: d.qpos[c.qpos_adr] - c.default,
     "joint_vel": lambda c, d, cmd: d.qvel[c.dof_adr].copy(),
     "last_action": lambda c, d, cmd: c.last_action.copy(),
+    "gait_phase": lambda c, d, cmd: np.array([np.sin(2 * np.pi * c.gait_phase), np.cos(2 * np.pi * c.gait_phase)]),
 }
 
 

@@ -11,7 +11,10 @@ the joint's range (the joint's limit stops it), and a servo drives it with
 observation term is ``clip(f(state) * scale, lo, hi)``, ``f`` being the function named in
 ``observation_functions`` (its docstring says what it measures and in which frame); a term whose
 ``observation_history`` is ``h`` > 1 is its last ``h`` values, oldest first (after a reset, ``h``
-copies of the first), and its ``observation_dims`` entry is that whole width. ``recurrent`` is
+copies of the first), and its ``observation_dims`` entry is that whole width. Where the policy
+observes a gait clock (``gait_phase``), ``gait_period`` is the clock's period (s): its phase is 0
+at an episode's first observation and advances by ``control_dt / gait_period`` (modulo 1) before
+each later one. ``recurrent`` is
 ``none``, ``lstm`` or ``gru``: a recurrent policy (for one robot) also takes its state, ``h_in``
 (and an LSTM's ``c_in``), each of shape ``(layers, 1, hidden)``, and returns the next, ``h_out``
 (``c_out``): zeros when an episode starts, then what the last step returned."""
@@ -25,10 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from motrix_gym.mdp.observations import gait_phase
+
 if TYPE_CHECKING:
     from motrix_gym.vector_env import MotrixVectorEnv
 
-FORMAT = "3"  # the version of the metadata keys below
+FORMAT = "4"  # the version of the metadata keys below
 
 
 def _floats(values: Any) -> str:
@@ -43,7 +48,10 @@ def deployment_metadata(env: MotrixVectorEnv, env_id: str, checkpoint: Path) -> 
     robot = task.scene.robot
     servos = [robot.actuator_of(j) for j in joints]  # every action joint has one (the resolver checks)
     terms = rt.program.observations["policy"]
-    return {
+    clocks = {t.cfg.params["name"] for t in terms if t.func is gait_phase}
+    if len(clocks) > 1:
+        raise ValueError(f"{env_id}: the policy observes gait clocks {sorted(clocks)}; the metadata have room for one")
+    meta = {
         "motrix_gym.format": FORMAT,
         "task": env_id,
         "checkpoint": checkpoint.name,
@@ -64,6 +72,9 @@ def deployment_metadata(env: MotrixVectorEnv, env_id: str, checkpoint: Path) -> 
                                       for t in terms),
         "observation_functions": ",".join(f"{t.func.__module__}.{t.func.__qualname__}" for t in terms),
     }
+    for name in clocks:
+        meta["gait_period"] = repr(float(rt.ctx.commands[name].period))
+    return meta
 
 
 def export_onnx(alg: Any, target: Path, metadata: dict[str, str]) -> Path:

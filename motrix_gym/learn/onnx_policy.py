@@ -24,6 +24,8 @@ from motrix_gym.sim.backend import MissingExtra
 INTERFACE = ("joint_names", "default_joint_pos", "action_scale", "action_clip", "control_dt", "observation_names",
              "observation_dims", "observation_history", "observation_scales", "observation_clips",
              "observation_functions")
+# where the policy observes one; files exported before the key existed lack it
+OPTIONAL = ("gait_period",)
 
 
 def is_onnx(path: str | Path) -> bool:
@@ -70,10 +72,10 @@ class OnnxPolicy:
         from motrix_gym.learn.export import deployment_metadata
 
         here = deployment_metadata(env.env, env_id, self.path)
-        for key in INTERFACE:
-            if self.metadata[key] != here[key]:
+        for key in (*INTERFACE, *(k for k in OPTIONAL if k in self.metadata)):
+            if self.metadata[key] != here.get(key):
                 raise CheckpointError(f"{str(self.path)!r} (exported from {self.trained_on}) has {key} "
-                                      f"{self.metadata[key]!r}, {env_id} has {here[key]!r}")
+                                      f"{self.metadata[key]!r}, {env_id} has {here.get(key)!r}")
 
     def __call__(self, obs: TensorDict) -> torch.Tensor:
         x = obs["policy"].detach().cpu().numpy().astype(np.float32)

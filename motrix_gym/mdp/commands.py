@@ -162,6 +162,7 @@ class GaitClock:
 
     def __init__(self, env: Context, command: str, period: float = 0.8) -> None:
         self.command = command
+        self.period = period
         self.rate = env.step_dt / period
         self.phase = torch.zeros(env.num_lanes, device=env.device)
 
