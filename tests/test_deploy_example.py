@@ -2,10 +2,12 @@
 MuJoCo model, from the file's metadata alone, observes and acts as the env's policy does."""
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import mujoco
 import numpy as np
 import onnx
@@ -125,15 +127,31 @@ def test_the_example_runs_from_the_command_line_on_the_task_s_model_or_a_changed
     assert example("--model", str(saved), "--seconds", "1").startswith("1.00 s: mean planar-velocity error ")
 
 
-def test_a_gait_clock_s_period_is_in_the_metadata_and_checked_against_the_task(policies, tmp_path):
+def test_the_metadata_give_each_term_s_parameters_and_the_gait_clock_s_period(policies, tmp_path):
     from motrix_gym.learn.checkpoint import CheckpointError
+    from motrix_gym.learn.export import deployment_metadata
 
     g1, go1 = policies("G1WalkFlat"), policies("Go1WalkFlat")
-    assert {p.key: p.value for p in onnx.load(g1).metadata_props}["gait_period"] == "0.8"
+    meta = {p.key: p.value for p in onnx.load(g1).metadata_props}
+    terms = meta["observation_names"].split(",")
+    params = dict(zip(terms, json.loads(meta["observation_params"]), strict=True))
+    assert params == {"base_ang_vel": {}, "projected_gravity": {}, "command": {"name": "base_velocity"},
+                      "joint_pos": {"joints": [".*"]}, "joint_vel": {"joints": [".*"]}, "last_action": {},
+                      "gait_phase": {"name": "gait"}}
+    assert meta["gait_period"] == "0.8"
     assert "gait_period" not in {p.key for p in onnx.load(go1).metadata_props}  # no clock
+    env = gym.make_vec(env_id("Go1WalkStairs"), num_envs=1, compile=False, progress=False)
+    stairs = deployment_metadata(env.unwrapped, env_id("Go1WalkStairs"), Path("model_0.pt"))
+    env.close()
+    assert json.loads(stairs["observation_params"])[-1] == {"size": [1.6, 1.0], "resolution": 0.1, "offset": 0.5}
+
     G1 = env_id("G1WalkFlat")
     assert play(G1, g1, steps=2, progress=False).steps == 2
     with pytest.raises(CheckpointError, match=r"has gait_period '0.5', Motrix/G1WalkFlat-v0 has '0.8'"):
         play(G1, _changed(g1, tmp_path / "fast.onnx", gait_period="0.5"), steps=2, progress=False)
-    # a file from before the key existed says nothing of the clock, and plays
-    assert play(G1, _changed(g1, tmp_path / "older.onnx", gait_period=None), steps=2, progress=False).steps == 2
+    other = meta["observation_params"].replace('"gait"', '"clock"')
+    with pytest.raises(CheckpointError, match=r"has observation_params .*clock.*, Motrix/G1WalkFlat-v0 has"):
+        play(G1, _changed(g1, tmp_path / "other.onnx", observation_params=other), steps=2, progress=False)
+    # a file from before these keys existed says nothing of them, and plays
+    older = _changed(g1, tmp_path / "older.onnx", gait_period=None, observation_params=None)
+    assert play(G1, older, steps=2, progress=False).steps == 2

@@ -9,7 +9,9 @@ Each metadata value is a string; lists are comma-separated, in the order of the 
 the joint's range (the joint's limit stops it), and a servo drives it with
 ``joint_stiffness * (target - q) - joint_damping * qdot``, at most ``joint_effort_limit``. An
 observation term is ``clip(f(state) * scale, lo, hi)``, ``f`` being the function named in
-``observation_functions`` (its docstring says what it measures and in which frame); a term whose
+``observation_functions`` (its docstring says what it measures and in which frame) called with
+its entry of ``observation_params`` (JSON: a list of one object per term, with every parameter,
+defaults included, and model references by name: a height scan's grid, for one); a term whose
 ``observation_history`` is ``h`` > 1 is its last ``h`` values, oldest first (after a reset, ``h``
 copies of the first), and its ``observation_dims`` entry is that whole width. Where the policy
 observes a gait clock (``gait_phase``), ``gait_period`` is the clock's period (s): its phase is 0
@@ -21,6 +23,8 @@ each later one. ``recurrent`` is
 
 from __future__ import annotations
 
+import inspect
+import json
 import logging
 import warnings
 from pathlib import Path
@@ -28,12 +32,31 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from motrix_gym.manager.terms import Bodies, FreeBody, Joints, Sensor
 from motrix_gym.mdp.observations import gait_phase
 
 if TYPE_CHECKING:
     from motrix_gym.vector_env import MotrixVectorEnv
 
 FORMAT = "4"  # the version of the metadata keys below
+
+
+def _plain(value: Any) -> Any:
+    """A term parameter as JSON: model references by their names, tuples as lists."""
+    if isinstance(value, (Joints, Bodies)):
+        return list(value.names)
+    if isinstance(value, (Sensor, FreeBody)):
+        return value.name
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _params(func: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """Every keyword parameter of an observation function as a term calls it, defaults included."""
+    defaults = {name: p.default for name, p in list(inspect.signature(func).parameters.items())[1:]
+                if p.default is not inspect.Parameter.empty}
+    return {name: _plain(value) for name, value in {**defaults, **params}.items()}
 
 
 def _floats(values: Any) -> str:
@@ -71,6 +94,7 @@ def deployment_metadata(env: MotrixVectorEnv, env_id: str, checkpoint: Path) -> 
         "observation_clips": ",".join("none" if t.cfg.clip is None else f"{t.cfg.clip[0]!r}:{t.cfg.clip[1]!r}"
                                       for t in terms),
         "observation_functions": ",".join(f"{t.func.__module__}.{t.func.__qualname__}" for t in terms),
+        "observation_params": json.dumps([_params(t.func, t.cfg.params) for t in terms], default=repr),
     }
     for name in clocks:
         meta["gait_period"] = repr(float(rt.ctx.commands[name].period))

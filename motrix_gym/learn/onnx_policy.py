@@ -25,7 +25,7 @@ INTERFACE = ("joint_names", "default_joint_pos", "action_scale", "action_clip", 
              "observation_dims", "observation_history", "observation_scales", "observation_clips",
              "observation_functions")
 # where the policy observes one; files exported before the key existed lack it
-OPTIONAL = ("gait_period",)
+OPTIONAL = ("gait_period", "observation_params")
 
 
 def is_onnx(path: str | Path) -> bool:
