@@ -18,12 +18,16 @@ them. Needs onnxruntime (``pip install -e ".[onnx]"``).
 from __future__ import annotations
 
 import argparse
+import json
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import mujoco
 import numpy as np
 import onnxruntime
+
+MDP = "motrix_gym.mdp.observations"
 
 
 def metadata(path: str | Path) -> dict[str, str]:
@@ -71,16 +75,22 @@ class Controller:
         self.root_dof = model.jnt_dofadr[0]
 
         names, funcs = meta["observation_names"].split(","), meta["observation_functions"].split(",")
-        unknown = [f"{n} ({f})" for n, f in zip(names, funcs) if f.rsplit(".", 1)[-1] not in TERMS]
+        unknown = [f"{n} ({f})" for n, f in zip(names, funcs) if f not in TERMS]
         if unknown:
             raise ValueError(f"this controller cannot build the observation terms {unknown}")
-        self.terms = [TERMS[f.rsplit(".", 1)[-1]] for f in funcs]
+        self.terms = [TERMS[f] for f in funcs]
+        # joint terms read the action's joints here (a file from before observation_params: all joints)
+        params = json.loads(meta.get("observation_params", "[]")) or [{}] * len(names)
+        hinges = [model.joint(j).name for j in range(model.njnt) if model.jnt_type[j] != mujoco.mjtJoint.mjJNT_FREE]
+        for name, p in zip(names, params):
+            if "joints" in p and [j for j in hinges if any(re.fullmatch(x, j) for x in p["joints"])] != self.joints:
+                raise ValueError(f"observation term {name!r} reads joints {p['joints']}, not the action's")
         self.histories = [int(h) for h in meta["observation_history"].split(",")]
         self.term_scales = [float(s) for s in meta["observation_scales"].split(",")]
         self.term_clips = [None if c == "none" else tuple(float(x) for x in c.split(":"))
                            for c in meta["observation_clips"].split(",")]
         self.state_shapes = {i.name: tuple(i.shape) for i in self.session.get_inputs() if i.name != "obs"}
-        if "gait_phase" in [f.rsplit(".", 1)[-1] for f in funcs] and "gait_period" not in meta:
+        if f"{MDP}.gait_phase" in funcs and "gait_period" not in meta:
             raise ValueError("the policy observes a gait clock, but the file does not say its period "
                              "(gait_period): export it again")
         # the clock's phase as the env keeps it, in float32
@@ -135,14 +145,15 @@ def _root_quat(c: Controller, data: mujoco.MjData) -> np.ndarray:
 
 # what each observation function of the metadata measures (its docstring in motrix_gym.mdp)
 TERMS: dict[str, Callable[[Controller, mujoco.MjData, np.ndarray], np.ndarray]] = {
-    "base_lin_vel": lambda c, d, cmd: _rotate_inverse(_root_quat(c, d), d.qvel[c.root_dof:c.root_dof + 3]),
-    "base_ang_vel": lambda c, d, cmd: d.qvel[c.root_dof + 3:c.root_dof + 6].copy(),  # a free joint's is local
-    "projected_gravity": lambda c, d, cmd: _rotate_inverse(_root_quat(c, d), np.array([0.0, 0.0, -1.0])),
-    "command": lambda c, d, cmd: np.asarray(cmd, dtype=np.float64),
-    "joint_pos_rel": lambda c, d, cmd: d.qpos[c.qpos_adr] - c.default,
-    "joint_vel": lambda c, d, cmd: d.qvel[c.dof_adr].copy(),
-    "last_action": lambda c, d, cmd: c.last_action.copy(),
-    "gait_phase": lambda c, d, cmd: np.array([np.sin(2 * np.pi * c.gait_phase), np.cos(2 * np.pi * c.gait_phase)]),
+    f"{MDP}.base_lin_vel": lambda c, d, cmd: _rotate_inverse(_root_quat(c, d), d.qvel[c.root_dof:c.root_dof + 3]),
+    f"{MDP}.base_ang_vel": lambda c, d, cmd: d.qvel[c.root_dof + 3:c.root_dof + 6].copy(),  # a free joint's: local
+    f"{MDP}.projected_gravity": lambda c, d, cmd: _rotate_inverse(_root_quat(c, d), np.array([0.0, 0.0, -1.0])),
+    f"{MDP}.command": lambda c, d, cmd: np.asarray(cmd, dtype=np.float64),
+    f"{MDP}.joint_pos_rel": lambda c, d, cmd: d.qpos[c.qpos_adr] - c.default,
+    f"{MDP}.joint_vel": lambda c, d, cmd: d.qvel[c.dof_adr].copy(),
+    f"{MDP}.last_action": lambda c, d, cmd: c.last_action.copy(),
+    f"{MDP}.gait_phase": lambda c, d, cmd: np.array([np.sin(2 * np.pi * c.gait_phase),
+                                                     np.cos(2 * np.pi * c.gait_phase)]),
 }
 
 
@@ -180,10 +191,10 @@ def run(path: str | Path, command: Sequence[float], seconds: float, model_path: 
     lin, yaw, fell = [], [], None
     for k in range(round(seconds / c.control_dt)):
         c.step(model, data, cmd)
-        v = TERMS["base_lin_vel"](c, data, cmd)
+        v = TERMS[f"{MDP}.base_lin_vel"](c, data, cmd)
         lin.append(np.linalg.norm(cmd[:2] - v[:2]))
         yaw.append(abs(cmd[2] - data.qvel[c.root_dof + 5]))
-        if TERMS["projected_gravity"](c, data, cmd)[2] > -0.34:  # tilted beyond 70 degrees
+        if TERMS[f"{MDP}.projected_gravity"](c, data, cmd)[2] > -0.34:  # tilted beyond 70 degrees
             fell = (k + 1) * c.control_dt
             break
     return {"lin_vel_error": float(np.mean(lin)), "yaw_rate_error": float(np.mean(yaw)), "fell_at_s": fell,

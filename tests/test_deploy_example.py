@@ -101,6 +101,11 @@ def test_the_controller_refuses_what_it_cannot_build(deploy, policies, tmp_path)
     with pytest.raises(ValueError, match=r"cannot build the observation terms \['command \(motrix_gym.mdp."
                                          r"terrain.height_scan\)'\]"):
         deploy.Controller(scan, deploy.task_model(GO1))
+    params = json.loads({p.key: p.value for p in onnx.load(go1).metadata_props}["observation_params"])
+    params[3] = {"joints": ["FR_.*"]}  # joint_pos
+    legs = _changed(go1, tmp_path / "legs.onnx", observation_params=json.dumps(params))
+    with pytest.raises(ValueError, match=r"observation term 'joint_pos' reads joints \['FR_\.\*'\], not the action's"):
+        deploy.Controller(legs, deploy.task_model(GO1))
     clockless = _changed(g1, tmp_path / "clockless.onnx", gait_period=None)
     with pytest.raises(ValueError, match=r"observes a gait clock, but the file does not say its period"):
         deploy.Controller(clockless, deploy.task_model(env_id("G1WalkFlat")))
