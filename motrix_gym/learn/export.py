@@ -16,10 +16,10 @@ defaults included, and model references by name: a height scan's grid, for one);
 copies of the first), and its ``observation_dims`` entry is that whole width. Where the policy
 observes a gait clock (``gait_phase``), ``gait_period`` is the clock's period (s): its phase is 0
 at an episode's first observation and advances by ``control_dt / gait_period`` (modulo 1) before
-each later one. ``recurrent`` is
-``none``, ``lstm`` or ``gru``: a recurrent policy (for one robot) also takes its state, ``h_in``
-(and an LSTM's ``c_in``), each of shape ``(layers, 1, hidden)``, and returns the next, ``h_out``
-(``c_out``): zeros when an episode starts, then what the last step returned."""
+each later one. ``recurrent`` is ``none``, ``lstm`` or ``gru``: a recurrent policy (for one
+robot) also takes its state, ``h_in`` (and an LSTM's ``c_in``), each of shape
+``(layers, 1, hidden)``, and returns the next, ``h_out`` (``c_out``): zeros when an episode
+starts, then what the last step returned."""
 
 from __future__ import annotations
 
@@ -96,8 +96,9 @@ def deployment_metadata(env: MotrixVectorEnv, env_id: str, checkpoint: Path) -> 
         "observation_functions": ",".join(f"{t.func.__module__}.{t.func.__qualname__}" for t in terms),
         "observation_params": json.dumps([_params(t.func, t.cfg.params) for t in terms], default=repr),
     }
-    for name in clocks:
-        meta["gait_period"] = repr(float(rt.ctx.commands[name].period))
+    if clocks:
+        (clock,) = clocks
+        meta["gait_period"] = repr(float(rt.ctx.commands[clock].period))
     return meta
 
 

@@ -24,7 +24,8 @@ from motrix_gym.sim.backend import MissingExtra
 INTERFACE = ("joint_names", "default_joint_pos", "action_scale", "action_clip", "control_dt", "observation_names",
              "observation_dims", "observation_history", "observation_scales", "observation_clips",
              "observation_functions")
-# where the policy observes one; files exported before the key existed lack it
+# compared where a file has them: files exported before they existed lack them, and gait_period is
+# there only where the policy observes a gait clock
 OPTIONAL = ("gait_period", "observation_params")
 
 

@@ -5,10 +5,9 @@ Policies", ICRA 2024).
 
 The robot says which joints are counterparts and which change sign (``RobotConfig.mirror``);
 each observation term says how its values reflect (``ObservationTerm.mirror``), or its function
-does (``@reflects``). Both resolve to
-one ``Reflection`` per observation group and one for the action: a permutation and a sign per
-column, so that reflecting a batch is one gather and one product. A term with a history reflects
-each of its observations alike.
+does (``@reflects``). Both resolve to one ``Reflection`` per observation group and one for the
+action: a permutation and a sign per column, so that reflecting a batch is one gather and one
+product. A term with a history reflects each of its observations alike.
 """
 
 from __future__ import annotations
