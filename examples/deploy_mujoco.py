@@ -10,9 +10,9 @@ actuators are position servos on the metadata's joints).
     python examples/deploy_mujoco.py <run>/policy.onnx --model go1.xml
 
 It prints the mean planar-velocity and yaw-rate errors against the command, as ``play`` does,
-and when the robot fell, if it did. The observation terms it can build are those in ``TERMS`` (a
-proprioceptive velocity-tracking policy); a file whose policy observes others is refused, naming
-them. Needs onnxruntime (``pip install -e ".[onnx]"``).
+and when the robot fell, if it did. The observation terms it can build are those in ``TERMS``
+(the velocity-tracking tasks', a height scan by ray casts onto the ground); a file whose policy
+observes others is refused, naming them. Needs onnxruntime (``pip install -e ".[onnx]"``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import numpy as np
 import onnxruntime
 
 MDP = "motrix_gym.mdp.observations"
+TERRAIN = "motrix_gym.mdp.terrain"
 
 
 def metadata(path: str | Path) -> dict[str, str]:
@@ -50,6 +51,7 @@ class Controller:
     def __init__(self, path: str | Path, model: mujoco.MjModel) -> None:
         self.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         meta = dict(self.session.get_modelmeta().custom_metadata_map)
+        self.model = model
 
         def floats(key: str) -> np.ndarray:
             return np.array([float(x) for x in meta[key].split(",")])
@@ -81,6 +83,13 @@ class Controller:
         self.terms = [TERMS[f] for f in funcs]
         # joint terms read the action's joints here (a file from before observation_params: all joints)
         params = json.loads(meta.get("observation_params", "[]")) or [{}] * len(names)
+        self.params = params
+        scans = [p for f, p in zip(funcs, params) if f == f"{TERRAIN}.height_scan"]
+        if scans and not scans[0]:
+            raise ValueError("the policy observes a height scan, but the file does not say its grid "
+                             "(observation_params): export it again")
+        self.scan = _scan_grid(scans[0]["size"], scans[0]["resolution"], scans[0]["offset"]) if scans else None
+        self.ground = model.geom("terrain").id
         hinges = [model.joint(j).name for j in range(model.njnt) if model.jnt_type[j] != mujoco.mjtJoint.mjJNT_FREE]
         for name, p in zip(names, params):
             if "joints" in p and [j for j in hinges if any(re.fullmatch(x, j) for x in p["joints"])] != self.joints:
@@ -154,7 +163,36 @@ TERMS: dict[str, Callable[[Controller, mujoco.MjData, np.ndarray], np.ndarray]] 
     f"{MDP}.last_action": lambda c, d, cmd: c.last_action.copy(),
     f"{MDP}.gait_phase": lambda c, d, cmd: np.array([np.sin(2 * np.pi * c.gait_phase),
                                                      np.cos(2 * np.pi * c.gait_phase)]),
+    f"{TERRAIN}.height_scan": lambda c, d, cmd: height_scan(c, d),
 }
+
+
+def _scan_grid(size: list[float], resolution: float, offset: float) -> tuple[np.ndarray, float]:
+    """A height scan's points in the base's yaw frame (x forward, y left; x-major) and its offset."""
+    x = np.linspace(-size[0] / 2, size[0] / 2, round(size[0] / resolution) + 1)
+    y = np.linspace(-size[1] / 2, size[1] / 2, round(size[1] / resolution) + 1)
+    return np.stack(np.meshgrid(x, y, indexing="ij"), -1).reshape(-1, 2), offset
+
+
+def ground_height(model: mujoco.MjModel, data: mujoco.MjData, geom: int, x: float, y: float) -> float:
+    """The ground's height at (x, y): a ray cast down onto the ground geom (a plane or heightfield)."""
+    if model.geom_type[geom] == mujoco.mjtGeom.mjGEOM_PLANE:
+        return float(data.geom_xpos[geom, 2])
+    top = float(data.geom_xpos[geom, 2] + model.hfield_size[model.geom_dataid[geom], 2]) + 1.0
+    down = mujoco.mj_rayHfield(model, data, geom, np.array([x, y, top]), np.array([0.0, 0.0, -1.0]))
+    return top - down if down >= 0 else float(data.geom_xpos[geom, 2])  # off the field: its base
+
+
+def height_scan(c: Controller, data: mujoco.MjData) -> np.ndarray:
+    """The base's height above the ground at the scan's points around it, minus the offset,
+    clipped to [-1, 1] (what a robot's height map, sampled at those points, gives)."""
+    (points, offset), pos = c.scan, data.qpos[c.root_qpos:c.root_qpos + 3]
+    w, x, y, z = _root_quat(c, data)
+    yaw = np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    cos, sin = np.cos(yaw), np.sin(yaw)
+    ground = [ground_height(c.model, data, c.ground, pos[0] + cos * px - sin * py, pos[1] + sin * px + cos * py)
+              for px, py in points]
+    return np.clip(pos[2] - np.array(ground) - offset, -1.0, 1.0)
 
 
 def task_spec(task: str) -> mujoco.MjSpec:
@@ -173,10 +211,12 @@ def task_model(task: str) -> mujoco.MjModel:
 
 
 def stand(model: mujoco.MjModel, data: mujoco.MjData, c: Controller, lift: float = 0.02) -> None:
-    """The robot at rest in its default pose, ``lift`` m above its standing height."""
+    """The robot at rest in its default pose at the origin, ``lift`` m above its standing height
+    over the ground there."""
     mujoco.mj_resetData(model, data)
+    mujoco.mj_kinematics(model, data)
     data.qpos[c.qpos_adr] = c.default
-    data.qpos[c.root_qpos + 2] += lift
+    data.qpos[c.root_qpos + 2] += lift + ground_height(model, data, c.ground, 0.0, 0.0)
     data.ctrl[c.actuators] = c.default
     mujoco.mj_forward(model, data)
 
@@ -210,6 +250,9 @@ def main() -> None:
     parser.add_argument("--save-model", metavar="XML", help="write the task's own model as MJCF, to change and "
                         "pass as --model (a timestep, integrator, friction, ...), and stop")
     args = parser.parse_args()
+    for path in (args.policy, args.model):
+        if path is not None and not Path(path).is_file():
+            parser.error(f"no file {path!r}")
     if args.save_model:
         Path(args.save_model).write_text(task_spec(metadata(args.policy)["task"]).to_xml())
         return

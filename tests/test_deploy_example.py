@@ -53,10 +53,15 @@ def exported(policies):
     return policies("Go1WalkFlat")
 
 
-@pytest.mark.parametrize("task", ["Go1WalkFlat", "G1WalkFlat"])  # G1: a gait clock as well
+@pytest.mark.parametrize("task", ["Go1WalkFlat", "G1WalkFlat", "G1WalkRough", "Go1WalkStairs"])
 def test_the_controller_observes_and_moves_as_the_env_s_policy_does(deploy, policies, task):
+    """From the env's reset state, step after step (G1: with its gait clock; Go1 on stairs: with
+    a height scan, the robot set off the tile's centre so that it sees steps)."""
     exported, command = policies(task), (0.5, -0.2, 0.3)
-    env = make_rsl_rl(env_id(task), num_envs=1, compile=False, progress=False, mode="play", command=command)
+    scan = task == "Go1WalkStairs"
+    off_centre = {"overrides": {"resets.default_pose.params.xy_noise": 1.0}} if scan else {}
+    env = make_rsl_rl(env_id(task), num_envs=1, compile=False, progress=False, mode="play", command=command,
+                      **off_centre)
     policy = OnnxPolicy(exported)
     model = deploy.task_model(env_id(task))
     data = mujoco.MjData(model)
@@ -65,6 +70,10 @@ def test_the_controller_observes_and_moves_as_the_env_s_policy_does(deploy, poli
     data.qvel[:] = env.env.sim.qvel[0].numpy()
     mujoco.mj_forward(model, data)
     obs = env.get_observations()
+    if scan:
+        cols = env.env.runtime.observation_columns("policy")["height_scan"]
+        heights = obs["policy"][0, cols].numpy()
+        assert heights.max() - heights.min() > 0.05  # steps in view
     gaps = []
     for _ in range(50):
         controller.step(model, data, np.array(command))
@@ -97,9 +106,9 @@ def test_the_controller_refuses_what_it_cannot_build(deploy, policies, tmp_path)
     go1, g1 = policies("Go1WalkFlat"), policies("G1WalkFlat")
     functions = {p.key: p.value for p in onnx.load(go1).metadata_props}["observation_functions"]
     scan = _changed(go1, tmp_path / "scan.onnx",
-                    observation_functions=functions.replace("mdp.observations.command", "mdp.terrain.height_scan"))
+                    observation_functions=functions.replace("mdp.observations.command", "mdp.ball.ball_pos_b"))
     with pytest.raises(ValueError, match=r"cannot build the observation terms \['command \(motrix_gym.mdp."
-                                         r"terrain.height_scan\)'\]"):
+                                         r"ball.ball_pos_b\)'\]"):
         deploy.Controller(scan, deploy.task_model(GO1))
     params = json.loads({p.key: p.value for p in onnx.load(go1).metadata_props}["observation_params"])
     params[3] = {"joints": ["FR_.*"]}  # joint_pos
