@@ -73,7 +73,9 @@ class Controller:
         if any(i not in by_joint for i in ids):
             raise ValueError("every joint the policy drives needs a position actuator in the model")
         self.actuators = np.array([by_joint[i] for i in ids])
-        self.root_qpos = model.jnt_qposadr[0]  # the robot's free joint comes first
+        if model.njnt == 0 or model.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE:
+            raise ValueError("the model's first joint must be the robot's free joint")
+        self.root_qpos = model.jnt_qposadr[0]
         self.root_dof = model.jnt_dofadr[0]
 
         names, funcs = meta["observation_names"].split(","), meta["observation_functions"].split(",")
@@ -89,7 +91,7 @@ class Controller:
             raise ValueError("the policy observes a height scan, but the file does not say its grid "
                              "(observation_params): export it again")
         self.scan = _scan_grid(scans[0]["size"], scans[0]["resolution"], scans[0]["offset"]) if scans else None
-        self.ground = model.geom("terrain").id
+        self.ground = _ground(model)
         hinges = [model.joint(j).name for j in range(model.njnt) if model.jnt_type[j] != mujoco.mjtJoint.mjJNT_FREE]
         for name, p in zip(names, params):
             if "joints" in p and [j for j in hinges if any(re.fullmatch(x, j) for x in p["joints"])] != self.joints:
@@ -172,6 +174,17 @@ def _scan_grid(size: list[float], resolution: float, offset: float) -> tuple[np.
     x = np.linspace(-size[0] / 2, size[0] / 2, round(size[0] / resolution) + 1)
     y = np.linspace(-size[1] / 2, size[1] / 2, round(size[1] / resolution) + 1)
     return np.stack(np.meshgrid(x, y, indexing="ij"), -1).reshape(-1, 2), offset
+
+
+def _ground(model: mujoco.MjModel) -> int:
+    """The ground geom: motrix_gym's ``terrain``, else the first plane or heightfield fixed to the world."""
+    kinds = (int(mujoco.mjtGeom.mjGEOM_PLANE), int(mujoco.mjtGeom.mjGEOM_HFIELD))
+    named = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "terrain")
+    found = [named] if named >= 0 else [g for g in range(model.ngeom) if model.body_weldid[model.geom_bodyid[g]] == 0
+                                        and int(model.geom_type[g]) in kinds]
+    if not found:
+        raise ValueError("the model has no ground: a plane or heightfield geom fixed to the world")
+    return found[0]
 
 
 def ground_height(model: mujoco.MjModel, data: mujoco.MjData, geom: int, x: float, y: float) -> float:
