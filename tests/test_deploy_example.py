@@ -134,7 +134,7 @@ def test_the_example_runs_from_the_command_line_on_the_task_s_model_or_a_changed
     text = saved.read_text()
     assert '<option timestep="0.005"' in text
     changed = text.replace('<option timestep="0.005"', '<option timestep="0.002" integrator="implicitfast"')
-    saved.write_text(changed.replace('name="terrain"', 'name="floor"'))  # a ground by another name
+    saved.write_text(changed.replace('<geom name="terrain"', '<geom name="floor"'))  # a ground by another name
     model = mujoco.MjModel.from_xml_path(str(saved))  # its meshes found from another folder
     assert deploy.Controller(exported, model).ground == model.geom("floor").id
     own = deploy.task_model(GO1)
