@@ -85,7 +85,6 @@ class Controller:
         self.terms = [TERMS[f] for f in funcs]
         # joint terms read the action's joints here (a file from before observation_params: all joints)
         params = json.loads(meta.get("observation_params", "[]")) or [{}] * len(names)
-        self.params = params
         scans = [p for f, p in zip(funcs, params) if f == f"{TERRAIN}.height_scan"]
         if scans and not scans[0]:
             raise ValueError("the policy observes a height scan, but the file does not say its grid "

@@ -50,8 +50,8 @@ def _delay(term: Any) -> str:
 
 
 def _reflection(term: Any) -> str:
-    """How an observation term reflects: its own ``mirror``, else its function's (``@reflects``)."""
-    spec = term.mirror if term.mirror is not None else getattr(term.func, "mirror", None)
+    """How an observation term reflects, as a table cell."""
+    spec = term.reflection()
     if spec is None:
         return "-"
     if isinstance(spec, tuple | str):

@@ -65,7 +65,7 @@ def joint_reflection(names: Sequence[str], mirror: Mirror, where: str) -> tuple[
 def _term(t: ResolvedTerm, width: int, action: JointIndex, mirror: Mirror,
           where: str) -> tuple[list[int], list[float]]:
     """One observation of term ``t`` (``width`` values) reflected."""
-    spec = t.cfg.mirror if t.cfg.mirror is not None else getattr(t.func, "mirror", None)
+    spec = t.cfg.reflection()
     if spec is None:
         raise TaskConfigError(f"{where} term {t.name!r}: does not say how it mirrors (ObservationTerm.mirror, "
                               f"or @reflects on {t.func.__qualname__})")

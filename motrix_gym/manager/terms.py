@@ -92,6 +92,10 @@ class ObservationTerm:
     delay_every: int = 0
     mirror: MirrorSpec | None = None
 
+    def reflection(self) -> MirrorSpec | None:
+        """How the term's values reflect: its own ``mirror``, else its function's (``reflects``)."""
+        return self.mirror if self.mirror is not None else getattr(self.func, "mirror", None)
+
 
 def reflects(mirror: MirrorSpec) -> Callable[[F], F]:
     """Marks an observation function with how its values reflect (as ``ObservationTerm.mirror``
