@@ -1,4 +1,4 @@
-"""Command line: ``python -m motrix_gym {list,describe,run,render,train,play,evaluate,bench} ...``."""
+"""Command line: ``python -m motrix_gym {list,describe,run,render,train,play,evaluate,dataset,bench} ...``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from motrix_gym.arguments import (
     add_task_arguments,
     amount,
     count,
+    dataset_id,
     device_name,
     import_tasks,
     out_path,
@@ -334,6 +335,35 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         print(f"wrote {args.json}")
 
 
+def cmd_dataset(args: argparse.Namespace) -> None:
+    """A policy's episodes as a Minari dataset."""
+    try:
+        import minari  # noqa: F401
+    except ImportError:
+        raise MissingExtra("dataset writes Minari datasets: pip install -e \".[minari]\"") from None
+    import numpy as np
+
+    from motrix_gym.learn.dataset import BASELINES, record
+
+    policy = args.policy
+    if policy is None:
+        _require_train_extra()
+        from motrix_gym.learn.checkpoint import latest
+
+        policy = latest(args.log_dir, args.env_id)
+    elif policy not in BASELINES:
+        _require_train_extra()
+    print(f"policy: {policy}")
+    metadata = {k: v for k, v in (("author", args.author), ("author_email", args.author_email),
+                                  ("code_permalink", args.code_permalink), ("description", args.description))
+                if v is not None}
+    ds = record(args.env_id, args.dataset_id, policy, args.episodes, lanes=args.num_envs, seed=args.seed,
+                task_options=args.task_options, data_format=args.data_format, **metadata)
+    returns = [float(np.sum(ep.rewards)) for ep in ds.iterate_episodes()]
+    print(f"wrote {args.dataset_id}: {ds.total_episodes} episodes, {ds.total_steps} steps, mean return "
+          f"{np.mean(returns):.3f}, at {ds.spec.data_path}")
+
+
 def cmd_bench(args: argparse.Namespace) -> None:
     from motrix_gym import bench
 
@@ -346,6 +376,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
     found = []
     for module, name in (("motrix_gym.sim.render", "RenderingUnavailable"),
                          ("motrix_gym.learn.checkpoint", "CheckpointError"),
+                         ("motrix_gym.integrations.minari", "DatasetError"),
                          ("motrix_gym.learn.config", "PpoConfigError"),
                          ("motrix_gym.learn.run_log", "LoggerError"),
                          ("motrix_gym.sim.backend", "MissingExtra"),
@@ -479,6 +510,26 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--run-overrides", action="store_true",
                     help="also the overrides the checkpoint's run trained with (as its final comparison)")
     ev.set_defaults(func=cmd_evaluate)
+    dset = sub.add_parser("dataset", help="a policy's episodes as a Minari dataset (offline RL, imitation)")
+    dset.add_argument("env_id", type=task_id, help=TASK_HELP)
+    dset.add_argument("dataset_id", type=dataset_id, help="the Minari id to write: NAMESPACE/NAME-vVERSION, "
+                      "in MINARI_DATASETS_PATH (default ~/.minari/datasets)")
+    dset.add_argument("--policy", default=None,
+                      help="random (uniform over the action space), zero (the default pose), or a checkpoint: "
+                           "a model_<it>.pt or a run's folder (its last), or a policy.onnx; default: the last "
+                           "checkpoint of the newest run in --log-dir")
+    dset.add_argument("--log-dir", default="logs", help="where train wrote the runs")
+    dset.add_argument("--episodes", type=count(1), default=100)
+    dset.add_argument("--num-envs", type=count(1), default=64,
+                      help="lanes recorded together; each records the same number of episodes, give or take one")
+    dset.add_argument("--seed", type=SEED, default=0)
+    dset.add_argument("--data-format", choices=("hdf5", "arrow"), default="hdf5",
+                      help="Minari's storage (arrow needs pyarrow)")
+    for flag in ("--author", "--author-email", "--code-permalink", "--description"):
+        dset.add_argument(flag, default=None, help="the dataset's metadata" if flag == "--author" else None)
+    add_task_arguments(dset, "a make-time option of the task to record (repeatable): mode=play (no noise, pushes "
+                             "or randomisation), command=0.5,0,0, ...")
+    dset.set_defaults(func=cmd_dataset)
     bench = sub.add_parser("bench", help="env-steps/s vs raw physics, runtime cost, memory per lane")
     from motrix_gym.bench import add_arguments
 
@@ -501,8 +552,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "train":
         _task_options(tr, args, [("command_curriculum", True)] if args.command_curriculum else [],
                       "--command-curriculum")
-    if args.cmd in ("describe", "run", "render", "evaluate"):
-        _task_options({"describe": ds, "run": run, "render": render, "evaluate": ev}[args.cmd], args, [], "")
+    if args.cmd in ("describe", "run", "render", "evaluate", "dataset"):
+        _task_options({"describe": ds, "run": run, "render": render, "evaluate": ev, "dataset": dset}[args.cmd],
+                      args, [], "")
     if args.cmd == "train":
         from motrix_gym.learn.checkpoint import check_log_dir, task_folder
 

@@ -113,6 +113,20 @@ def add_task_arguments(p: argparse.ArgumentParser, option_help: str = "a make-ti
                    help=OVERRIDE_HELP)
 
 
+def dataset_id(text: str) -> str:
+    """A Minari dataset id, checked by Minari where it is installed (``dataset`` says how to
+    install it where it is not)."""
+    try:
+        from motrix_gym.integrations.minari import check_dataset_id
+
+        check_dataset_id(text)
+    except ImportError:
+        pass
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
 def device_name(text: str) -> str:
     """``cpu``, ``cuda`` or ``cuda:N``, where this machine has that device."""
     if re.fullmatch(r"cpu|cuda(:[0-9]+)?", text) is None:
