@@ -172,8 +172,8 @@ def test_every_command_that_makes_a_task_takes_options_and_overrides(capsys):
     assert main(["run", "Go1WalkFlat", "--num-envs", "2", "--steps", "2", "--no-compile", "--override",
                  "rewards.alive.weight=0", "--task-option", "mode=play"]) == 0
     assert "alive                +0.00000" in capsys.readouterr().out
-    for cmd in ("run", "render", "describe", "bench", "train", "play", "evaluate"):
-        extra = ["--out", "x.gif"] if cmd == "render" else []
+    for cmd in ("run", "render", "describe", "bench", "train", "play", "evaluate", "dataset"):
+        extra = {"render": ["--out", "x.gif"], "dataset": ["motrix/go1/x-v0"]}.get(cmd, [])
         with pytest.raises(SystemExit) as exit:
             main([cmd, "Go1WalkFlat", *extra, "--override", "rewards.alivee.weight=0"])
         assert exit.value.code == 2 and "rewards has no 'alivee'" in capsys.readouterr().err, cmd
