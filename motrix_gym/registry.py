@@ -5,7 +5,7 @@ tasks of your own (``register_task``)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium
@@ -25,6 +25,13 @@ def check_id(value: object) -> str:
     if not (isinstance(value, str) and value in {env_id(task) for task in TASKS}):
         raise unknown_task(value)
     return value
+
+
+def check_task_options(value: object) -> dict[str, Any]:
+    """A copy of ``value``, a task's make-time options (None: none), else a ValueError."""
+    if not (value is None or isinstance(value, Mapping)):
+        raise ValueError(f"task_options must be a mapping of the task's make-time options, got {value!r}")
+    return dict(value or {})
 
 
 def _register(task: str) -> None:

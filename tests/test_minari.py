@@ -106,6 +106,16 @@ def test_a_dataset_loads_back_with_its_task(datasets):
         assert not np.array_equal(a.observations[0], c.observations[0])
 
 
+def test_a_dataset_recovers_its_task_with_tuple_overrides(datasets):
+    """Minari stores the task's options as JSON, where a tuple comes back as a list."""
+    options = {"overrides": {"episode_length_s": 0.1, "events.push.interval_s": (2, 4)}}
+    ds = record_dataset("motrix/go1/push-v0", env_id("Go1WalkFlat"), lambda obs: np.zeros((len(obs), 12)),
+                        episodes=1, num_envs=1, task_options=options)
+    env = ds.recover_environment()
+    assert env.unwrapped.vec.task.events[0].interval_s == (2.0, 4.0)
+    env.close()
+
+
 def test_a_lanes_episodes_do_not_depend_on_the_lanes_beside_it(datasets):
     two = record_episodes(MotrixVectorEnv(TASK, 2, compile=False, **SHORT), policy, episodes=4, seed=5)
     eight = record_episodes(MotrixVectorEnv(TASK, 8, compile=False, **SHORT), policy, episodes=16, seed=5)
@@ -125,6 +135,8 @@ def test_bad_input_is_refused_and_writes_nothing(datasets):
             record_dataset(bad, env_id(TASK), policy, episodes=1, num_envs=1)
     with pytest.raises(ValueError, match="unknown task"):
         record_dataset("motrix/ball/new-v0", "Motrix/Nope-v0", policy, episodes=1)
+    with pytest.raises(ValueError, match="task_options must be a mapping"):
+        record_dataset("motrix/ball/new-v0", env_id(TASK), policy, episodes=1, task_options=[("mode", "play")])
     for episodes in (0, 2.0, None):
         with pytest.raises(ValueError, match="episodes must be an int >= 1"):
             record_dataset("motrix/ball/new-v0", env_id(TASK), policy, episodes=episodes, num_envs=1)

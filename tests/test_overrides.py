@@ -44,6 +44,8 @@ def leaves(obj, path=""):
     ("observations.policy.joint_vel.noise", (-0.5, 0.5), (-0.5, 0.5)),
     ("observations.critic.joint_pos.clip", (-2, 2), (-2, 2)),  # None before: any value, the resolver checks
     ("events.push.interval_s", (2, 4), (2.0, 4.0)),
+    ("events.push.interval_s", [2, 4], (2.0, 4.0)),  # as JSON holds it
+    ("commands.base_velocity.params.ranges", [[0, 1], [0, 0], [-1, 1]], ((0.0, 1.0), (0.0, 0.0), (-1.0, 1.0))),
     ("commands.base_velocity.params.ranges", ((0, 1), (0, 0), (-1, 1)), ((0.0, 1.0), (0.0, 0.0), (-1.0, 1.0))),
     ("terminations.fell_over.params.limit_angle", 1.0, 1.0),
     ("randomization.friction", (0.5, 1.0), (0.5, 1.0)),
@@ -69,7 +71,7 @@ def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
     ({"rewards.alive.weight": float("nan")}, "expected a finite number, like 0.5, got nan"),
     ({"observations.policy.joint_pos.history": 2.0}, "expected an int, like 1, got 2.0"),
     ({"events.push.interval_s": (1, 2, 3)}, "expected a tuple of 2, like (1.0, 3.0), got (1, 2, 3)"),
-    ({"events.push.interval_s": [1, 2]}, "expected a tuple of 2"),
+    ({"events.push.interval_s": [1, 2, 3]}, "expected a tuple of 2, like (1.0, 3.0), got (1, 2, 3)"),
     ({"randomization.friction": (0.5, "a")}, "override 'randomization.friction.1': expected a finite number"),
     ({"rewards.alive": 1.0}, "override 'rewards.alive': it holds a RewardTerm, not a value; change its fields"),
     ({"rewards.alive.func": len}, "override 'rewards.alive.func': it holds a function, not a value"),

@@ -146,16 +146,14 @@ def record_dataset(dataset_id: str, env_id: str, policy: Policy, episodes: int, 
     from minari.storage import get_dataset_path
 
     import motrix_gym  # noqa: F401  (registers the ids)
-    from motrix_gym.registry import check_id
+    from motrix_gym.registry import check_id, check_task_options
 
     check_id(env_id)
     check_dataset_id(dataset_id)
     if get_dataset_path(dataset_id).exists():
         raise DatasetError(f"a Minari dataset {dataset_id!r} exists already at {get_dataset_path(dataset_id)}: "
                          "give another id or version")
-    if not (task_options is None or isinstance(task_options, Mapping)):
-        raise ValueError(f"task_options must be a mapping of the task's make-time options, got {task_options!r}")
-    options = dict(task_options or {})
+    options = check_task_options(task_options)
     envs = gym.make_vec(env_id, num_envs=num_envs, compile=False, progress=False, **options)
     try:
         buffers = record_episodes(envs, policy, episodes, seed, episode_starts, progress)

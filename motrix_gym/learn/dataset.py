@@ -67,10 +67,10 @@ def record(env_id: str, dataset_id: str, policy: str | Path, episodes: int, lane
     import motrix_gym
     from motrix_gym.integrations.minari import record_dataset
     from motrix_gym.learn import checkpoint
-    from motrix_gym.registry import check_id
+    from motrix_gym.registry import check_id, check_task_options
 
     check_id(env_id)
-    options = dict(task_options or {})
+    options = check_task_options(task_options)
     starts = None
     if isinstance(policy, str) and policy in BASELINES:
         probe = gym.make_vec(env_id, num_envs=1, compile=False, progress=False, **options)

@@ -109,16 +109,14 @@ def evaluate_checkpoint(env_id: str, path: str | Path, lanes: int = 64, seed: in
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
     from motrix_gym.learn import checkpoint
     from motrix_gym.learn.play import open_policy, ready_policy
-    from motrix_gym.registry import check_id
+    from motrix_gym.registry import check_id, check_task_options
     from motrix_gym.runtime.rng import check_seed
 
     check_id(env_id)
     if not (is_int(lanes) and lanes >= 1):
         raise ValueError(f"lanes must be an int >= 1, got {lanes!r}")
     check_seed(seed)
-    if not (task_options is None or isinstance(task_options, Mapping)):
-        raise ValueError(f"task_options must be a mapping of the task's make-time options, got {task_options!r}")
-    options = dict(task_options or {})
+    options = check_task_options(task_options)
     path = checkpoint.resolve(path)
     source, _ = open_policy(path, env_id, options)
     probe = make_rsl_rl(env_id, num_envs=1, compile=False, progress=False, device=device, **options)

@@ -85,6 +85,8 @@ def _fit(path: str, old: Any, new: Any) -> Any:
     elif isinstance(old, str):
         ok = isinstance(new, str)
     elif isinstance(old, tuple):
+        # a list for a tuple: the same values in JSON's one sequence (a dataset's or a config file's)
+        new = tuple(new) if isinstance(new, list) else new
         if not (isinstance(new, tuple) and (not old or len(new) == len(old))):
             raise OverrideError(f"override {path!r}: expected a tuple of {len(old)}, like {old!r}, got {new!r}")
         return new if not old else tuple(_fit(f"{path}.{i}", o, n) for i, (o, n) in enumerate(zip(old, new)))
