@@ -523,8 +523,8 @@ def main(argv: list[str] | None = None) -> int:
     dset.add_argument("--num-envs", type=count(1), default=64,
                       help="lanes recorded together; each records the same number of episodes, give or take one")
     dset.add_argument("--seed", type=SEED, default=0)
-    dset.add_argument("--data-format", choices=("hdf5", "arrow"), default="hdf5",
-                      help="Minari's storage (arrow needs pyarrow)")
+    dset.add_argument("--data-format", choices=("hdf5", "arrow", "parquet"), default="hdf5",
+                      help="Minari's storage (arrow and parquet need pyarrow)")
     for flag in ("--author", "--author-email", "--code-permalink", "--description"):
         dset.add_argument(flag, default=None, help="the dataset's metadata" if flag == "--author" else None)
     add_task_arguments(dset, "a make-time option of the task to record (repeatable): mode=play (no noise, pushes "

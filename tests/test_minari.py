@@ -3,6 +3,8 @@ lane by lane; they load back through Minari, with the task to evaluate on; the s
 the same dataset; a lane's episodes do not depend on the lanes beside it; bad input changes
 nothing."""
 
+import importlib.util
+
 import gymnasium as gym
 import minari
 import numpy as np
@@ -13,6 +15,7 @@ from conftest import tiny
 from motrix_gym.__main__ import main
 from motrix_gym.integrations.minari import DatasetError, record_dataset, record_episodes
 from motrix_gym.registry import env_id
+from motrix_gym.sim.backend import MissingExtra
 from motrix_gym.vector_env import MotrixVectorEnv
 
 TASK = "Go1BallBalance"
@@ -140,6 +143,11 @@ def test_bad_input_is_refused_and_writes_nothing(datasets):
     for episodes in (0, 2.0, None):
         with pytest.raises(ValueError, match="episodes must be an int >= 1"):
             record_dataset("motrix/ball/new-v0", env_id(TASK), policy, episodes=episodes, num_envs=1)
+    with pytest.raises(DatasetError, match="data_format must be one of"):
+        record_dataset("motrix/ball/new-v0", env_id(TASK), policy, episodes=1, num_envs=1, data_format="csv")
+    if importlib.util.find_spec("pyarrow") is None:
+        with pytest.raises(MissingExtra, match=r"arrow storage needs pyarrow: pip install \"minari\[arrow\]\""):
+            record_dataset("motrix/ball/new-v0", env_id(TASK), policy, episodes=1, num_envs=1, data_format="arrow")
     assert sorted(p.relative_to(datasets) for p in datasets.rglob("*")) == before
 
     env = MotrixVectorEnv(TASK, 2, compile=False, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)

@@ -20,6 +20,7 @@ keeps each lane's current episode in memory (lanes x episode length x observatio
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,9 +29,12 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from motrix_gym.arguments import is_int
+from motrix_gym.sim.backend import MissingExtra
 from motrix_gym.vector_env import MotrixVectorEnv
 
 Policy = Callable[[np.ndarray], Any]  # observations (lanes, obs_dim) -> actions (lanes, action_dim)
+# Minari's storage formats, each with the package it needs and Minari's extra that installs it
+FORMATS = {"hdf5": ("h5py", "hdf5"), "arrow": ("pyarrow", "arrow"), "parquet": ("pyarrow", "arrow")}
 
 
 class DatasetError(ValueError):
@@ -154,6 +158,11 @@ def record_dataset(dataset_id: str, env_id: str, policy: Policy, episodes: int, 
         raise DatasetError(f"a Minari dataset {dataset_id!r} exists already at {get_dataset_path(dataset_id)}: "
                          "give another id or version")
     options = check_task_options(task_options)
+    if data_format not in FORMATS:
+        raise DatasetError(f"data_format must be one of {list(FORMATS)}, got {data_format!r}")
+    module, extra = FORMATS[data_format]
+    if importlib.util.find_spec(module) is None:  # else Minari fails after the recording, leaving a folder
+        raise MissingExtra(f"Minari's {data_format} storage needs {module}: pip install \"minari[{extra}]\"")
     envs = gym.make_vec(env_id, num_envs=num_envs, compile=False, progress=False, **options)
     try:
         buffers = record_episodes(envs, policy, episodes, seed, episode_starts, progress)
