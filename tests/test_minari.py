@@ -63,7 +63,6 @@ def by_hand(n: int, per_lane: list[int], seed: int) -> list[dict[str, list]]:
 def test_recorded_episodes_are_a_step_loops_lane_by_lane():
     env = MotrixVectorEnv(TASK, 4, compile=False, **SHORT)
     buffers = record_episodes(env, policy, episodes=6, seed=2)
-    env.close()
     expected = by_hand(4, [2, 2, 1, 1], seed=2)  # 6 episodes of 4 lanes: the first two lanes record two
     assert [b.id for b in buffers] == list(range(6))
     for b, e in zip(buffers, expected):
@@ -73,10 +72,17 @@ def test_recorded_episodes_are_a_step_loops_lane_by_lane():
         assert b.terminations == e["term"] and b.truncations == e["trunc"]
         assert len(b.observations) == len(b.actions) + 1
         assert not any(b.terminations[:-1] + b.truncations[:-1])
+        terms = b.infos["reward_terms"]
+        assert set(terms) == set(env.runtime.reward_names)
+        assert all(len(t) == len(b.observations) for t in terms.values())
+        total = np.sum(list(terms.values()), axis=0)
+        assert total[0] == 0.0
+        np.testing.assert_allclose(total[1:], b.rewards, rtol=1e-5, atol=1e-6)  # the terms sum to the reward
     ends = {"fall" if b.terminations[-1] else "time-out" for b in buffers}
     assert ends == {"fall", "time-out"}  # both kinds of end are covered
     raw = np.concatenate([b.actions for b in buffers])
     assert np.abs(raw).max() == 5.0  # stored as applied: clipped to the action space
+    env.close()
 
 
 def test_a_dataset_loads_back_with_its_task(datasets):
@@ -98,6 +104,9 @@ def test_a_dataset_loads_back_with_its_task(datasets):
     for ep, e in zip(loaded.iterate_episodes(), expected):
         np.testing.assert_array_equal(ep.observations, np.stack(e["obs"]))
         np.testing.assert_array_equal(ep.rewards, np.array(e["rew"], np.float64))
+        terms = ep.infos["reward_terms"]
+        assert "ball_centred" in terms and terms["ball_centred"].shape == (len(ep.observations),)
+        np.testing.assert_allclose(np.sum(list(terms.values()), axis=0)[1:], ep.rewards, rtol=1e-5, atol=1e-6)
 
     again = record_dataset("motrix/ball/test-v1", env_id(TASK), policy, episodes=5, num_envs=3, seed=1,
                            task_options=SHORT)

@@ -9,12 +9,16 @@
 Each episode holds the policy group's observations (its last one the episode's final
 observation), the actions as the env applied them (clipped to the action space), the rewards and
 the termination and truncation flags: Minari's layout, as its own ``DataCollector`` records a
-single env. Lane ``i`` records its first ``k_i`` episodes, ``k_i`` being ``episodes // num_envs``
-and one more for the first ``episodes % num_envs`` lanes, and the dataset lists them lane by
-lane: which episodes a dataset holds does not depend on which lanes end theirs first (stopping at
-the first ``episodes`` to end would favour short ones), so the same seed, lanes and policy record
-the same dataset. Lanes that recorded theirs keep stepping until every lane has; a recording
-keeps each lane's current episode in memory (lanes x episode length x observation size).
+single env. Its ``infos["reward_terms"]`` hold each reward term per step (weight and step_dt
+included; they sum to the reward) at the index of the observation the step returned (index 0,
+the reset's, is zero), so that a dataset can be relabelled with other weights.
+
+Lane ``i`` records its first ``k_i`` episodes, ``k_i`` being ``episodes // num_envs`` and one
+more for the first ``episodes % num_envs`` lanes, and the dataset lists them lane by lane: which
+episodes a dataset holds does not depend on which lanes end theirs first (stopping at the first
+``episodes`` to end would favour short ones), so the same seed, lanes and policy record the same
+dataset. Lanes that recorded theirs keep stepping until every lane has; a recording keeps each
+lane's current episode in memory (lanes x episode length x observation size).
 """
 
 from __future__ import annotations
@@ -87,14 +91,14 @@ def record_episodes(envs: Any, policy: Policy, episodes: int, seed: int = 0,
         raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
     if episode_starts is not None and not callable(episode_starts):
         raise TypeError(f"episode_starts must be None or a callable, got {episode_starts!r}")
-    n = base.num_envs
+    n, names = base.num_envs, base.runtime.reward_names
     low, high = base.single_action_space.low, base.single_action_space.high
     wanted = np.full(n, episodes // n)
     wanted[: episodes % n] += 1
     got = np.zeros(n, dtype=int)
     obs, _ = envs.reset(seed=seed)
     # every step since the oldest episode still recorded began: observation, action, reward,
-    # terminated, truncated, each (lanes, ...); steps[0] is env step ``first``
+    # terminated, truncated, reward terms, each (lanes, ...); steps[0] is env step ``first``
     steps: list[tuple[np.ndarray, ...]] = []
     first = 0
     start = np.zeros(n, dtype=int)  # the env step at which each lane's current episode began
@@ -109,16 +113,19 @@ def record_episodes(envs: Any, policy: Policy, episodes: int, seed: int = 0,
         nxt, reward, terminated, truncated, info = envs.step(actions)
         # the env took the actions (it checks their shape and values): store them as it applied them
         applied = np.clip(_host(actions).astype(np.float32), low, high)
-        steps.append((_host(obs), applied, _host(reward), _host(terminated), _host(truncated)))
+        steps.append((_host(obs), applied, _host(reward), _host(terminated), _host(truncated),
+                      _host(base.runtime.reward_terms[:n])))
         done = _host(terminated) | _host(truncated)
         for i in np.flatnonzero(done & (got < wanted)):  # the episodes that ended, not every lane
             seq = steps[start[i] - first:]
+            terms = np.concatenate([np.zeros((1, len(names)), np.float32), np.stack([s[5][i] for s in seq])])
             found[(int(i), int(got[i]))] = EpisodeBuffer(
                 observations=np.stack([s[0][i] for s in seq] + [_host(info["final_obs"][i])]),
                 actions=np.stack([s[1][i] for s in seq]),
                 rewards=[float(s[2][i]) for s in seq],
                 terminations=[bool(s[3][i]) for s in seq],
-                truncations=[bool(s[4][i]) for s in seq])
+                truncations=[bool(s[4][i]) for s in seq],
+                infos={"reward_terms": dict(zip(names, terms.T))})
             got[i] += 1
             bar.update()
         start[done] = first + len(steps)
@@ -130,7 +137,7 @@ def record_episodes(envs: Any, policy: Policy, episodes: int, seed: int = 0,
         first = oldest
     bar.close()
     return [EpisodeBuffer(id=k, observations=b.observations, actions=b.actions, rewards=b.rewards,
-                          terminations=b.terminations, truncations=b.truncations)
+                          terminations=b.terminations, truncations=b.truncations, infos=b.infos)
             for k, b in enumerate(found[key] for key in sorted(found))]
 
 
