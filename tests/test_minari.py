@@ -137,6 +137,23 @@ def test_a_lanes_episodes_do_not_depend_on_the_lanes_beside_it(datasets):
         np.testing.assert_array_equal(a.actions, b.actions)
 
 
+def test_random_actions_are_each_lanes_own(datasets):
+    """The random baseline draws lane i's actions from its own stream: its episodes are the same
+    beside any number of lanes, as a policy's are."""
+    from motrix_gym.learn.dataset import record
+
+    two = record(env_id(TASK), "motrix/ball/random-v0", "random", episodes=2, lanes=2, seed=4, task_options=SHORT,
+                 progress=False)
+    four = record(env_id(TASK), "motrix/ball/random-v1", "random", episodes=4, lanes=4, seed=4, task_options=SHORT,
+                  progress=False)
+    for a, b in zip(two.iterate_episodes(), four.iterate_episodes()):  # the first two lanes' episodes
+        np.testing.assert_array_equal(a.actions, b.actions)
+        np.testing.assert_array_equal(a.observations, b.observations)
+    actions = np.concatenate([ep.actions for ep in four.iterate_episodes()])
+    assert -5.0 <= actions.min() < -4.0 and 4.0 < actions.max() < 5.0  # uniform over the action space
+    assert abs(actions.std() - 10 / np.sqrt(12)) < 0.2
+
+
 def test_bad_input_is_refused_and_writes_nothing(datasets):
     record_dataset("motrix/ball/taken-v0", env_id(TASK), policy, episodes=1, num_envs=1, task_options=SHORT)
     before = sorted(p.relative_to(datasets) for p in datasets.rglob("*"))

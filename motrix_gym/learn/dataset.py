@@ -16,12 +16,27 @@ from motrix_gym.learn.evaluate import start_episodes
 BASELINES = ("random", "zero")
 
 
+# the random baseline's lane streams are seeded with the dataset's seed xor this, so that they
+# are not the env's own lane streams (seeded with the dataset's seed)
+ACTION_STREAMS = 0x5EED_AC71
+
+
 def baseline_policy(name: str, low: np.ndarray, high: np.ndarray, seed: int) -> Callable[[np.ndarray], np.ndarray]:
-    """``random``: actions uniform over the action space [low, high], from a generator seeded
-    with ``seed``; ``zero``: zero actions (the default pose)."""
+    """``random``: actions uniform over the action space [low, high], lane ``i``'s from its own
+    stream (``LaneRng``), so that a lane acts alike beside any number of others; ``zero``: zero
+    actions (the default pose)."""
+    from motrix_gym.runtime.rng import LaneRng
+
     if name == "random":
-        rng = np.random.default_rng(seed)
-        return lambda obs: rng.uniform(low, high, (obs.shape[0], low.shape[0])).astype(np.float32)
+        streams: list[LaneRng] = []
+
+        def random(obs: np.ndarray) -> np.ndarray:
+            if not streams:
+                streams.append(LaneRng(obs.shape[0]))
+                streams[0].seed(seed ^ ACTION_STREAMS, torch.arange(obs.shape[0]))
+            return streams[0].range(torch.from_numpy(low), torch.from_numpy(high), low.shape).numpy()
+
+        return random
     if name == "zero":
         return lambda obs: np.zeros((obs.shape[0], low.shape[0]), np.float32)
     raise ValueError(f"a baseline is one of {BASELINES}, got {name!r}")
