@@ -154,6 +154,26 @@ def test_random_actions_are_each_lanes_own(datasets):
     assert abs(actions.std() - 10 / np.sqrt(12)) < 0.2
 
 
+def test_a_networks_lane_acts_alike_beside_any_number_of_lanes(datasets, tmp_path):
+    """A feed-forward checkpoint's batched inference rounds a row otherwise at another batch size;
+    the recorder's blocks of one size keep lane i's episodes the same beside 2, 8 or 70 lanes."""
+    from motrix_gym.learn.dataset import checkpoint_policy
+    from motrix_gym.learn.train import train
+
+    res = train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path / "logs", compile=False, eval_lanes=0,
+                progress=False, config=tiny("Go1WalkFlat").with_(actor_hidden=(256, 128), critic_hidden=(8,)))
+    recorded = {}
+    for n in (2, 8, 70):
+        act, starts = checkpoint_policy(res.checkpoint, env_id("Go1WalkFlat"), {})
+        env = MotrixVectorEnv("Go1WalkFlat", n, compile=False, overrides={"episode_length_s": 1.0})
+        recorded[n] = record_episodes(env, act, n, seed=0, episode_starts=starts)
+        env.close()
+    for n in (8, 70):
+        for a, b in zip(recorded[2], recorded[n]):
+            np.testing.assert_array_equal(a.actions, b.actions)
+            np.testing.assert_array_equal(a.observations, b.observations)
+
+
 def test_bad_input_is_refused_and_writes_nothing(datasets):
     record_dataset("motrix/ball/taken-v0", env_id(TASK), policy, episodes=1, num_envs=1, task_options=SHORT)
     before = sorted(p.relative_to(datasets) for p in datasets.rglob("*"))

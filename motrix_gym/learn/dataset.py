@@ -14,6 +14,7 @@ from tensordict import TensorDict
 from motrix_gym.learn.evaluate import start_episodes
 
 BASELINES = ("random", "zero")
+ROWS = 64  # the block a feed-forward policy's actions are computed in (``checkpoint_policy``)
 
 
 # the random baseline's lane streams are seeded with the dataset's seed xor this, so that they
@@ -48,6 +49,7 @@ def checkpoint_policy(path: Path, env_id: str, options: Mapping[str, Any],
     ``env_id`` made with ``options`` as ``play`` checks it) over numpy observations of the
     policy group, and what zeroes a recurrent policy's state where episodes start."""
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
+    from motrix_gym.learn.onnx_policy import OnnxPolicy
     from motrix_gym.learn.play import open_policy, ready_policy
 
     source, _ = open_policy(path, env_id, options)
@@ -57,10 +59,22 @@ def checkpoint_policy(path: Path, env_id: str, options: Mapping[str, Any],
     finally:
         probe.close()
 
-    def act(obs: np.ndarray) -> np.ndarray:
+    def batch(obs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
             groups = TensorDict({"policy": torch.from_numpy(obs).to(device)}, batch_size=[obs.shape[0]])
             return policy(groups).cpu().numpy()
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        """A feed-forward network's actions in blocks of ``ROWS`` rows (the last padded): a
+        matrix product rounds a row at one place of a block of one size alike whatever the other
+        rows hold, but may round it otherwise in a batch of another size; so lane i acts alike
+        beside any number of lanes. A
+        recurrent policy keeps one state per lane of the whole batch, and an exported file runs
+        one lane per call: both see the batch as it is."""
+        if getattr(policy, "is_recurrent", False) or isinstance(policy, OnnxPolicy):
+            return batch(obs)
+        padded = np.concatenate([obs, np.zeros((-len(obs) % ROWS, obs.shape[1]), obs.dtype)])
+        return np.concatenate([batch(padded[k:k + ROWS]) for k in range(0, len(padded), ROWS)])[: len(obs)]
 
     def starts(mask: np.ndarray) -> None:
         if mask.any():
