@@ -163,7 +163,7 @@ def record_dataset(dataset_id: str, env_id: str, policy: Policy, episodes: int, 
     check_dataset_id(dataset_id)
     if get_dataset_path(dataset_id).exists():
         raise DatasetError(f"a Minari dataset {dataset_id!r} exists already at {get_dataset_path(dataset_id)}: "
-                         "give another id or version")
+                           "give another id or version")
     options = check_task_options(task_options)
     if data_format not in FORMATS:
         raise DatasetError(f"data_format must be one of {list(FORMATS)}, got {data_format!r}")

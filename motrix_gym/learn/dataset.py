@@ -15,8 +15,6 @@ from motrix_gym.learn.evaluate import start_episodes
 
 BASELINES = ("random", "zero")
 ROWS = 64  # the block a feed-forward policy's actions are computed in (``checkpoint_policy``)
-
-
 # the random baseline's lane streams are seeded with the dataset's seed xor this, so that they
 # are not the env's own lane streams (seeded with the dataset's seed)
 ACTION_STREAMS = 0x5EED_AC71
@@ -68,9 +66,8 @@ def checkpoint_policy(path: Path, env_id: str, options: Mapping[str, Any],
         """A feed-forward network's actions in blocks of ``ROWS`` rows (the last padded): a
         matrix product rounds a row at one place of a block of one size alike whatever the other
         rows hold, but may round it otherwise in a batch of another size; so lane i acts alike
-        beside any number of lanes. A
-        recurrent policy keeps one state per lane of the whole batch, and an exported file runs
-        one lane per call: both see the batch as it is."""
+        beside any number of lanes. A recurrent policy keeps one state per lane of the whole
+        batch, and an exported file runs one lane per call: both see the batch as it is."""
         if getattr(policy, "is_recurrent", False) or isinstance(policy, OnnxPolicy):
             return batch(obs)
         padded = np.concatenate([obs, np.zeros((-len(obs) % ROWS, obs.shape[1]), obs.dtype)])
