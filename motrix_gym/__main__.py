@@ -346,13 +346,12 @@ def cmd_dataset(args: argparse.Namespace) -> None:
     from motrix_gym.learn.dataset import BASELINES, record
 
     policy = args.policy
-    if policy is None:
+    if policy not in BASELINES:
         _require_train_extra()
+    if policy is None:
         from motrix_gym.learn.checkpoint import latest
 
         policy = latest(args.log_dir, args.env_id)
-    elif policy not in BASELINES:
-        _require_train_extra()
     print(f"policy: {policy}")
     metadata = {k: v for k, v in (("author", args.author), ("author_email", args.author_email),
                                   ("code_permalink", args.code_permalink), ("description", args.description))

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 
-def motrix_base(env: Any, adapter: str, output: str) -> Any:
-    """The ``MotrixVectorEnv`` under ``env``, checked to have ``output`` and SAME_STEP autoreset."""
+def motrix_base(env: Any, adapter: str, output: str | None) -> Any:
+    """The ``MotrixVectorEnv`` under ``env``, checked to have SAME_STEP autoreset and ``output``
+    (None: either)."""
     from gymnasium.vector import AutoresetMode
 
     from motrix_gym.vector_env import MotrixVectorEnv
@@ -14,8 +15,9 @@ def motrix_base(env: Any, adapter: str, output: str) -> Any:
     base = env.unwrapped
     if not isinstance(base, MotrixVectorEnv):
         raise TypeError(f"{adapter} wraps a MotrixVectorEnv, got {type(base).__name__}")
-    if base.output != output or base.autoreset_mode is not AutoresetMode.SAME_STEP:
-        raise ValueError(f"{adapter} needs output={output!r} and autoreset_mode=SAME_STEP, got "
+    if output not in (None, base.output) or base.autoreset_mode is not AutoresetMode.SAME_STEP:
+        wanted = "" if output is None else f"output={output!r} and "
+        raise ValueError(f"{adapter} needs {wanted}autoreset_mode=SAME_STEP, got "
                          f"output={base.output!r} and autoreset_mode={base.autoreset_mode.name}")
     return base
 

@@ -30,9 +30,9 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
 from motrix_gym.arguments import is_int
+from motrix_gym.integrations import motrix_base
 from motrix_gym.sim.backend import MissingExtra
 from motrix_gym.vector_env import MotrixVectorEnv
 
@@ -59,11 +59,7 @@ def check_dataset_id(dataset_id: Any) -> None:
 
 
 def _recorder_env(envs: Any) -> MotrixVectorEnv:
-    base = envs.unwrapped
-    if not isinstance(base, MotrixVectorEnv):
-        raise TypeError(f"record_episodes records a MotrixVectorEnv, got {type(base).__name__}")
-    if base.autoreset_mode is not AutoresetMode.SAME_STEP:
-        raise ValueError(f"record_episodes needs autoreset_mode=SAME_STEP, got {base.autoreset_mode.name}")
+    base = motrix_base(envs, "record_episodes", None)
     if len(base.obs_groups) != 1:
         raise ValueError(f"record_episodes records one observation group, the env returns {list(base.obs_groups)}")
     return base
@@ -113,9 +109,9 @@ def record_episodes(envs: Any, policy: Policy, episodes: int, seed: int = 0,
         nxt, reward, terminated, truncated, info = envs.step(actions)
         # the env took the actions (it checks their shape and values): store them as it applied them
         applied = np.clip(_host(actions).astype(np.float32), low, high)
-        steps.append((_host(obs), applied, _host(reward), _host(terminated), _host(truncated),
-                      _host(base.runtime.reward_terms[:n])))
-        done = _host(terminated) | _host(truncated)
+        terminated, truncated = _host(terminated), _host(truncated)
+        steps.append((_host(obs), applied, _host(reward), terminated, truncated, _host(base.runtime.reward_terms[:n])))
+        done = terminated | truncated
         for i in np.flatnonzero(done & (got < wanted)):  # the episodes that ended, not every lane
             seq = steps[start[i] - first:]
             terms = np.concatenate([np.zeros((1, len(names)), np.float32), np.stack([s[5][i] for s in seq])])
@@ -136,9 +132,7 @@ def record_episodes(envs: Any, policy: Policy, episodes: int, seed: int = 0,
         del steps[: oldest - first]
         first = oldest
     bar.close()
-    return [EpisodeBuffer(id=k, observations=b.observations, actions=b.actions, rewards=b.rewards,
-                          terminations=b.terminations, truncations=b.truncations, infos=b.infos)
-            for k, b in enumerate(found[key] for key in sorted(found))]
+    return [dataclasses.replace(found[key], id=k) for k, key in enumerate(sorted(found))]
 
 
 def record_dataset(dataset_id: str, env_id: str, policy: Policy, episodes: int, num_envs: int = 64, seed: int = 0,
