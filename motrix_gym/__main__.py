@@ -269,9 +269,13 @@ def cmd_play(args: argparse.Namespace) -> None:
     path = resolve(args.checkpoint) if args.checkpoint else latest(args.log_dir, args.env_id)
     print(f"checkpoint: {path}")
     _add_run_overrides(args, path, "play")
+    if args.viewer:
+        from motrix_gym.learn.play import KEYS
+
+        print(f"keys in the window: {KEYS}")
     res = play(args.env_id, path, out=args.out, lanes=args.lanes, steps=args.steps, every=args.every,
                export=args.export, seed=args.seed, width=args.width, height=args.height, markers=args.markers,
-               task_options=args.task_options)
+               task_options=args.task_options, viewer=args.viewer)
     other = "" if res.trained_on == args.env_id else f" of a policy trained on {res.trained_on}"
     print(f"\n{res.steps} steps x {args.lanes} lanes{other}, {res.episodes_ended} episodes ended "
           f"({res.terminated} by a termination, the others by their time limit)")
@@ -374,6 +378,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
     modules loaded so far (each is imported only by the commands that need it)."""
     found = []
     for module, name in (("motrix_gym.sim.render", "RenderingUnavailable"),
+                         ("motrix_gym.sim.viewer", "DisplayUnavailable"),
                          ("motrix_gym.learn.checkpoint", "CheckpointError"),
                          ("motrix_gym.integrations.minari", "DatasetError"),
                          ("motrix_gym.learn.config", "PpoConfigError"),
@@ -468,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--wandb-project", default=None, metavar="NAME",
                     help="the W&B project (default: WANDB_PROJECT, else motrix_gym)")
     tr.set_defaults(func=cmd_train)
-    pl = sub.add_parser("play", help="watch a trained policy (play mode, rendered off-screen)")
+    pl = sub.add_parser("play", help="watch a trained policy (play mode, rendered off-screen or in a window)")
     pl.add_argument("env_id", type=task_id, help=TASK_HELP)
     pl.add_argument("--checkpoint", default=None,
                     help="a model_<it>.pt or a run's folder (its last), or a policy.onnx that --export wrote (run "
@@ -476,7 +481,11 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--log-dir", default="logs", help="where train wrote the runs")
     pl.add_argument("--out", type=out_path(VIDEO_SUFFIXES), default=None, help="video.gif or video.mp4")
     pl.add_argument("--lanes", type=count(1), default=1, help="lanes run and tiled in the video")
-    pl.add_argument("--steps", type=count(1), default=None, help="default: one episode, at most 10 s")
+    pl.add_argument("--steps", type=count(1), default=None,
+                    help="default: one episode, at most 10 s; with --viewer, until the window is closed")
+    pl.add_argument("--viewer", action="store_true",
+                    help="show lane 0 live in a window (MuJoCo's viewer, real time) instead of writing a video; "
+                         "the keys steer a velocity task's command (listed when it starts)")
     pl.add_argument("--every", type=count(1), default=2, help="keep every n-th frame")
     pl.add_argument("--width", type=count(1, 8192), default=480, help="pixels of one lane's frame")
     pl.add_argument("--height", type=count(1, 8192), default=360)
@@ -575,6 +584,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "play":
         if any(name == "mode" for name, _ in args.task_option):
             pl.error("argument --task-option: mode: play runs the task's play mode")
+        if args.viewer and (args.out is not None or args.lanes != 1):
+            pl.error("argument --viewer: shows lane 0 in a window; it takes neither --out nor --lanes")
         _task_options(pl, args, [("command", args.command)] if args.command is not None else [], "--command",
                       mode="play")
     try:

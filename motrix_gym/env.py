@@ -21,7 +21,7 @@ from motrix_gym.vector_env import MotrixVectorEnv
 
 
 class MotrixEnv(gymnasium.Env):
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
+    metadata = {"render_modes": ["rgb_array", "human"], "render_fps": 50}
 
     def __init__(self, task: str | TaskConfig, *, render_mode: str | None = None, compile: bool = False,
                  obs_groups: tuple[str, ...] | str = ("policy",), lane_offset: int = 0,

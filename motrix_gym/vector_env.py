@@ -77,9 +77,11 @@ class MotrixVectorEnv(VectorEnv):
         torch_threads: torch intra-op threads while the runtime runs (the caller's setting is
             restored after each call).
         lane_offset: global number of lane 0, for RNG streams shared across processes.
-        render_mode: None or ``"rgb_array"`` (``render()`` gives one frame per lane, each drawn
-            when read); ``width`` x ``height`` pixels per lane (the keywords of Gymnasium's MuJoCo
-            envs). ``render_markers`` draws what the commands show (``mdp/markers.py``: a velocity
+        render_mode: None, ``"rgb_array"`` (``render()`` gives one frame per lane, each drawn
+            when read; ``width`` x ``height`` pixels per lane, the keywords of Gymnasium's MuJoCo
+            envs) or ``"human"`` (a window on lane 0, MuJoCo's viewer, drawn at every ``reset``
+            and ``step`` and paced to real time; ``viewer`` is the window once open).
+            ``render_markers`` draws what the commands show (``mdp/markers.py``: a velocity
             command's arrows, a motion's reference bodies).
         progress: show a progress bar while the runtime compiles.
         current_kinematics: after the physics substeps, bring body poses, velocities and sensors
@@ -90,7 +92,8 @@ class MotrixVectorEnv(VectorEnv):
         **task_options: make-time options of the task.
     """
 
-    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": ["rgb_array"], "render_fps": 50}
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": ["rgb_array", "human"],
+                "render_fps": 50}
 
     def __init__(self, task: str | TaskConfig, num_envs: int = 1, *, output: str = "numpy",
                  copy: bool = True, autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
@@ -114,10 +117,14 @@ class MotrixVectorEnv(VectorEnv):
         except ValueError:
             raise ValueError(f"autoreset_mode must be one of {[m.value for m in AutoresetMode]}, "
                              f"got {autoreset_mode!r}") from None
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        if render_mode not in (None, "rgb_array", "human"):
+            raise ValueError(f"render_mode must be None, 'rgb_array' or 'human', got {render_mode!r}")
         if not all(is_int(x) and 0 < x <= 8192 for x in (width, height)):
             raise ValueError(f"width and height must be ints in [1, 8192], got {width!r} x {height!r}")
+        if render_mode == "human":
+            from motrix_gym.sim.viewer import check_display
+
+            check_display()  # before anything is built
         if not is_int(torch_threads) or torch_threads < 1:
             raise ValueError(f"torch_threads must be an int >= 1, got {torch_threads!r}")
         if compile_processes is None:
@@ -227,13 +234,17 @@ class MotrixVectorEnv(VectorEnv):
         self._ended: tuple[np.ndarray, np.ndarray] | None = None  # per-term means and counts, last ends
         self._totals: np.ndarray | None = None  # the commands' log totals, summed over the ranks
         self._renderer = None
+        self.viewer = None  # render_mode "human": the window (sim.viewer.LaneViewer), once open
         self.closed = False
 
     # ------------------------------------------------------------------------------------ api
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         self._check_open()
         with torch_threads_ctx(self.torch_threads):
-            return self._reset(seed, options)
+            out = self._reset(seed, options)
+        if self.render_mode == "human":
+            self.render()
+        return out
 
     def _reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict]:
         if not (options is None or isinstance(options, dict)):
@@ -295,7 +306,10 @@ class MotrixVectorEnv(VectorEnv):
             raise RuntimeError("call reset() before step()")
         a = self._validate_actions(actions)
         with torch_threads_ctx(self.torch_threads):
-            return self._step(a)
+            out = self._step(a)
+        if self.render_mode == "human":
+            self.render()
+        return out
 
     def _step(self, a: np.ndarray) -> tuple[Any, Any, Any, Any, dict]:
         rt, n, L = self.runtime, self.num_envs, self.runtime.ctx.num_lanes
@@ -361,18 +375,29 @@ class MotrixVectorEnv(VectorEnv):
     def render(self) -> Sequence[np.ndarray] | None:
         """One (height, width, 3) uint8 frame per lane, as Gymnasium's ``VectorEnv.render`` gives
         (None without a ``render_mode``). The state is captured now; frame ``i`` is drawn when it
-        is read, so reading lane 0 of thousands costs one frame."""
+        is read, so reading lane 0 of thousands costs one frame. In ``"human"`` mode: lane 0 in
+        the window (opened by the first call; once the user closes it, nothing), and None."""
         self._check_open()
         if self.render_mode is None:
             return None
-        from motrix_gym.sim.render import LaneFrames
-
         qpos = _host(self.sim.qpos)
         markers = self._markers()
         arrows = [(_host(m.start), _host(m.end), m.rgba, m.width) for m in markers
                   if isinstance(m, Arrows)]
         spheres = [(_host(m.pos), m.rgba, m.radius) for m in markers if isinstance(m, Spheres)]
+        if self.render_mode == "human":
+            self._show(*_lane(0, qpos, arrows, spheres))
+            return None
+        from motrix_gym.sim.render import LaneFrames
+
         return LaneFrames(self.num_envs, functools.partial(self._draw, qpos, arrows, spheres))
+
+    def _camera(self) -> dict[str, Any]:
+        """The task's camera (``TaskConfig.camera``), as the renderer and the viewer take it."""
+        cam = self.task.camera
+        return {"distance": cam.distance or min(3.0, max(1.2, 3.5 * self.task.scene.robot.base_height)),
+                "azimuth": cam.azimuth, "elevation": cam.elevation, "follow": self.runtime.program.root.body,
+                "lookat_height": cam.lookat_height}
 
     def _draw(self, qpos: np.ndarray, arrows: list[tuple], spheres: list[tuple], i: int) -> np.ndarray:
         """Lane ``i``'s frame of a state that :meth:`render` captured."""
@@ -380,15 +405,19 @@ class MotrixVectorEnv(VectorEnv):
         if self._renderer is None:
             from motrix_gym.sim.render import LaneRenderer
 
-            cam = self.task.camera
-            distance = cam.distance or min(3.0, max(1.2, 3.5 * self.task.scene.robot.base_height))
             self._renderer = LaneRenderer(build_model(self.task.scene, self.task.sim_dt, visual=True),
-                                          *self.render_size, distance=distance, azimuth=cam.azimuth,
-                                          elevation=cam.elevation, follow=self.runtime.program.root.body,
-                                          lookat_height=cam.lookat_height)
-        return self._renderer.render(qpos[i], [(a, b, rgba, w) for start, end, rgba, w in arrows
-                                               for a, b in zip(start[i], end[i])],
-                                     [(p, rgba, r) for pos, rgba, r in spheres for p in pos[i]])
+                                          *self.render_size, **self._camera())
+        return self._renderer.render(*_lane(i, qpos, arrows, spheres))
+
+    def _show(self, qpos: np.ndarray, arrows: list[tuple], spheres: list[tuple]) -> None:
+        """One lane's state in the window, at most once per control step of wall time."""
+        if self.viewer is None:
+            from motrix_gym.sim.viewer import LaneViewer
+
+            self.viewer = LaneViewer(build_model(self.task.scene, self.task.sim_dt, visual=True),
+                                     period=self.task.step_dt, **self._camera())
+        if self.viewer.running:
+            self.viewer.show(qpos, arrows, spheres)
 
     # Gymnasium's SyncVectorEnv gives one result per sub-environment; here the lanes share one env.
     def call(self, name: str, *args: Any, **kwargs: Any) -> Sequence[Any]:
@@ -438,6 +467,8 @@ class MotrixVectorEnv(VectorEnv):
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
+        if self.viewer is not None:
+            self.viewer.close()
         self.sim.close()
 
     def __del__(self) -> None:
@@ -618,6 +649,12 @@ def build_runtime(cfg: TaskConfig, num_envs: int, *, compile: bool, backend: str
     store = GraphStore.of(program, str(sim.device), *options) if compile else None
     return TorchManagerRuntime(program, sim, compile=compile, lane_offset=lane_offset, ranks=ranks,
                                store=store)
+
+
+def _lane(i: int, qpos: np.ndarray, arrows: list[tuple], spheres: list[tuple]) -> tuple:
+    """Lane ``i``'s configuration, arrows and spheres, of the batch's that ``render`` captured."""
+    return (qpos[i], [(a, b, rgba, w) for start, end, rgba, w in arrows for a, b in zip(start[i], end[i])],
+            [(p, rgba, r) for pos, rgba, r in spheres for p in pos[i]])
 
 
 def _host(t: torch.Tensor) -> np.ndarray:

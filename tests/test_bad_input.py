@@ -94,6 +94,8 @@ def test_bad_make_kwargs():
         make(2, output="jax")
     with pytest.raises(ValueError, match="autoreset_mode"):
         make(2, autoreset_mode="sometimes")
+    with pytest.raises(ValueError, match="render_mode must be None, 'rgb_array' or 'human', got 'rgb'"):
+        make(2, render_mode="rgb")
     with pytest.raises(ValueError, match="obs_groups"):
         make(2, obs_groups=("policy", "privileged"))
     for bad in (0, 2.0, True, "2"):
@@ -209,7 +211,7 @@ def test_finite_actions_beyond_float32_are_clipped_not_refused(huge):
     (["train", "G1WalkFlat", "--task-option", "speed=2"], "--task-option: Motrix/G1WalkFlat-v0 got an unexpected "
                                                           "keyword argument 'speed' (its task options: ['command', "),
     (["train", "G1WalkFlat", "--task-option", "command=1,0"],
-     "--task-option: G1WalkFlat: command must be None or (vx, vy, yaw_rate), three finite numbers, got (1.0, 0.0)"),
+     "--task-option: G1WalkFlat: command must be (vx, vy, yaw_rate), three finite numbers, got (1.0, 0.0)"),
     (["train", "G1WbtMix", "--task-option", "sampling=start", "--task-option", "sampling=uniform"],
      "--task-option: ['sampling'] given twice"),
     (["train", "G1WalkFlat", "--command-curriculum", "--task-option", "command_curriculum=false"],

@@ -617,6 +617,10 @@ def test_a_missing_checkpoint_is_a_one_line_cli_error(flag, tmp_path, capsys):
      "argument --command: Motrix/G1WbtDance-v0 got an unexpected keyword argument 'command'"),
     (["play", "Motrix/Go1WalkFlat-v0", "--command", "1,0"], "argument --command: expected VX,VY,WZ"),
     (["play", "Motrix/Go1WalkFlat-v0", "--command", "1,inf,0"], "argument --command: expected VX,VY,WZ"),
+    (["play", "Motrix/Go1WalkFlat-v0", "--viewer", "--out", "go1.gif"],
+     "argument --viewer: shows lane 0 in a window; it takes neither --out nor --lanes"),
+    (["play", "Motrix/Go1WalkFlat-v0", "--viewer", "--lanes", "4"],
+     "argument --viewer: shows lane 0 in a window; it takes neither --out nor --lanes"),
 ])
 def test_a_command_play_cannot_give_is_an_argument_error(argv, message, tmp_path, capsys):
     from motrix_gym.__main__ import main
@@ -834,7 +838,9 @@ def test_a_named_run_is_found_as_the_newest_by_its_time(tmp_path, monkeypatch):
     ({"lanes": True}, "lanes must be an int >= 1"), ({"lanes": 0}, "lanes must be an int >= 1"),
     ({"every": 0}, "every must be an int >= 1"), ({"steps": 0}, "steps must be None"),
     ({"steps": -5}, "steps must be None"), ({"export": "tflite"}, "export must be None or 'onnx'"),
-    ({"markers": "no"}, "markers must be True or False"),
+    ({"markers": "no"}, "markers must be True or False"), ({"viewer": 1}, "viewer must be True or False"),
+    ({"viewer": True, "lanes": 2}, "viewer shows lane 0 in a window: it takes no out"),
+    ({"viewer": True, "out": "go1.gif"}, "viewer shows lane 0 in a window: it takes no out"),
     ({"env_id": "Go1WalkFlat"}, "unknown task 'Go1WalkFlat'; registered: "),
 ])
 def test_bad_play_arguments_are_refused_before_the_checkpoint_is_read(bad, message, tmp_path):

@@ -56,9 +56,50 @@ def test_a_fixed_command_holds_through_resamples_and_resets(command, standing):
     env.close()
 
 
+@pytest.mark.parametrize("compile", [False, True])
+def test_hold_is_a_fixed_command_given_later(compile):
+    """A command held after the reset runs the lanes as the same command given at make does, bit
+    for bit (the RNG streams advance alike); the next hold replaces it, zero makes lanes stand."""
+    import torch
+
+    command = (0.5, -0.25, 0.75)
+    held = MotrixVectorEnv("Go1WalkFlat", 4, compile=compile, progress=False)
+    made = MotrixVectorEnv("Go1WalkFlat", 4, compile=compile, progress=False, command=command)
+    held.reset(seed=3)
+    made.reset(seed=3)
+    c = held.runtime.ctx.commands["base_velocity"]
+    c.hold(command)
+    rng = np.random.default_rng(0)
+    ended = 0
+    for i in range(550):  # past the 10 s resampling, and through resets (random actions fall)
+        if i == 540:
+            c.hold((0, 0, 0))
+        a = rng.uniform(-1, 1, held.action_space.shape).astype(np.float32)
+        out_h, out_m = held.step(a), made.step(a)
+        if i < 540:
+            for x, y in zip(out_h[:4], out_m[:4]):
+                np.testing.assert_array_equal(x, y)
+        ended += int((out_h[2] | out_h[3]).sum())
+        want, standing = ((0.0, 0.0, 0.0), True) if i >= 540 else (command, False)
+        assert torch.equal(c.value[:4], torch.tensor([want] * 4))
+        assert c.standing[:4].tolist() == [standing] * 4
+    assert ended > 0
+    assert c.ranges == ((-1.0, 1.0),) * 3  # the task's, for a person steering within them
+    for bad in ((1, 2), (0, 0, float("inf")), "1,0,0"):
+        with pytest.raises(ValueError, match="hold's value must be"):
+            c.hold(bad)
+    assert torch.equal(c.value[:4], torch.zeros(4, 3))
+    held.close()
+    made.close()
+    env = MotrixVectorEnv("Go1WalkFlat", 2, compile=False, heading_command=True)
+    with pytest.raises(ValueError, match="draws headings"):
+        env.runtime.ctx.commands["base_velocity"].hold(command)
+    env.close()
+
+
 @pytest.mark.parametrize("bad", [(1.0, 0.0), "1,0,0", 1.0, (True, 0, 0), (float("nan"), 0, 0), (1, 0, None)])
 def test_a_bad_command_is_refused(bad):
-    with pytest.raises(ValueError, match=r"Go1WalkFlat: command must be None or \(vx, vy, yaw_rate\)"):
+    with pytest.raises(ValueError, match=r"Go1WalkFlat: command must be \(vx, vy, yaw_rate\)"):
         task_config("Go1WalkFlat", command=bad)
 
 

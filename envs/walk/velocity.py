@@ -13,7 +13,6 @@ that its policy walks half as well in the same steps (docs/learning.md).
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
@@ -67,16 +66,6 @@ ROUGH_SMALL = TerrainConfig(sub_terrains=(SubTerrain("flat", proportion=0.2),
 COMMAND_LEVELS = (0.25, 0.5, 0.75, 1.0)
 
 
-def fixed_command(name: str, command: Iterable[float]) -> tuple[float, float, float]:
-    """``command`` as (vx, vy, yaw rate): three finite real numbers, or a ValueError naming the task."""
-    values = () if isinstance(command, (str, bytes)) else tuple(command) if isinstance(command, Iterable) else ()
-    if len(values) != 3 or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-                                   for v in values):
-        raise ValueError(f"{name}: command must be None or (vx, vy, yaw_rate), three finite numbers, "
-                         f"got {command!r}")
-    return tuple(float(v) for v in values)
-
-
 def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = False,
              mode: str = "train", command: Iterable[float] | None = None,
              command_curriculum: bool = False, heading_command: bool = False) -> TaskConfig:
@@ -104,7 +93,7 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
     play, flat = mode == "play", terrain.flat
     ranges, standing = ((-1.0, 1.0),) * 3, 0.2
     if command is not None:
-        fixed = fixed_command(name, command)
+        fixed = commands.velocity_triple(command, f"{name}: command")
         ranges, standing = tuple((v, v) for v in fixed), float(not any(fixed))
 
     def noise(lo: float) -> tuple[float, float] | None:

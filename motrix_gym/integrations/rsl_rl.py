@@ -52,6 +52,12 @@ class RslRlVecEnv(VecEnv):
     def get_observations(self) -> TensorDict:
         return self._obs
 
+    def reset(self) -> tuple[TensorDict, dict]:
+        """Every lane starts a new episode (the lane RNG streams go on), as Isaac Lab's wrapper
+        resets: the observations, and no extras."""
+        self._obs = self._pack(self.env.reset()[0])
+        return self._obs, {}
+
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         obs, rew, term, trunc, _ = self.env.step(actions)
         self._obs = self._pack(obs)

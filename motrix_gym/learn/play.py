@@ -4,7 +4,8 @@ tracking errors; optionally exported to ONNX, or run from such a file (``onnx_po
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from motrix_gym.learn.evaluate import start_episodes
 from motrix_gym.learn.export import deployment_metadata, export_onnx
 from motrix_gym.learn.model_init import check_models, init_from
 from motrix_gym.learn.onnx_policy import OnnxPolicy, is_onnx
+from motrix_gym.mdp.commands import velocity_triple
 from motrix_gym.registry import check_id
 from motrix_gym.sim.render import tile
 from motrix_gym.video import VIDEO_SUFFIXES, check_writer, write_video
@@ -34,6 +36,55 @@ class PlayResult:
     video: Path | None
     onnx: Path | None
     trained_on: str  # the task of the policy's run
+
+
+STEER_STEP = 0.1  # m/s or rad/s a key press adds to the command
+# key -> (component of (vx, vy, yaw rate), sign): forward, sideways to the left, turning left
+STEER = {"up": (0, 1), "down": (0, -1), "page_up": (1, 1), "page_down": (1, -1), "left": (2, 1), "right": (2, -1)}
+KEYS = ("up/down: forward/backward, page up/down: sideways left/right, left/right: turn (each press "
+        f"{STEER_STEP} m/s or rad/s, within the task's ranges), delete: stand still, space: pause, backspace: "
+        "restart the episode; close the window (or ctrl+q) to stop")
+
+
+class Keys:
+    """What the keys pressed in ``play``'s window ask: pause, restart, and the command of the one
+    velocity command among ``commands`` (a task's command terms) that can be held (none: those
+    keys do nothing: a task without one, or whose command draws headings), held at ``start``
+    from the beginning."""
+
+    def __init__(self, commands: Iterable[Any], start: Sequence[float]) -> None:
+        held = [c for c in commands if getattr(c, "can_hold", False)]
+        self.command = held[0] if len(held) == 1 else None
+        self.paused = False
+        self.value = list(start)
+        if self.command is not None:
+            self.command.hold(self.value)
+        elif any(self.value):
+            raise ValueError(f"command {tuple(start)}: the task has no velocity command that can be held")
+
+    def read(self, pressed: Sequence[str]) -> bool:
+        """Apply ``pressed`` (key names, in order); True when the episode is to restart."""
+        from tqdm import tqdm
+
+        restart = False
+        for key in pressed:
+            if key == "space":
+                self.paused = not self.paused
+                tqdm.write("paused" if self.paused else "running")
+            elif key == "backspace":
+                restart = True
+                tqdm.write("restart")
+            elif self.command is not None and (key in STEER or key == "delete"):
+                if key == "delete":
+                    self.value = [0.0, 0.0, 0.0]
+                else:
+                    i, sign = STEER[key]
+                    lo, hi = self.command.ranges[i]
+                    self.value[i] = min(max(round(self.value[i] + sign * STEER_STEP, 6), lo), hi)
+                self.command.hold(self.value)
+                vx, vy, wz = self.command.value[0].tolist()  # what the lanes are asked now
+                tqdm.write(f"command: vx {vx:+.2f} m/s, vy {vy:+.2f} m/s, yaw rate {wz:+.2f} rad/s")
+        return restart
 
 
 def load_policy(ckpt: dict[str, Any] | str | Path, env: Any) -> tuple[Callable, Any]:
@@ -113,7 +164,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
          steps: int | None = None, every: int = 2, export: str | None = None, seed: int = 0,
          width: int = 480, height: int = 360, progress: bool = True,
          command: Sequence[float] | None = None, markers: bool = True,
-         task_options: Mapping[str, Any] | None = None) -> PlayResult:
+         task_options: Mapping[str, Any] | None = None, viewer: bool = False) -> PlayResult:
     """Run the policy of ``checkpoint_path`` (a run's folder: its last checkpoint; or a policy file
     ``export`` wrote, run by onnxruntime as a robot runs it) on ``env_id``,
     its task or another of its robot whose observations include the policy's (a policy of flat
@@ -125,7 +176,11 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     ``command=(vx, vy, yaw_rate)`` gives every lane of a velocity-tracking task that command;
     ``markers`` draws what the commands ask in the video (``render_markers``).
     ``task_options``: make-time options of the task (``heading_command=True``, ...; not ``mode``,
-    which is play's), for example the ones the policy was trained with."""
+    which is play's), for example the ones the policy was trained with.
+    ``viewer``: show lane 0 in a window (MuJoCo's viewer, real time; ``render_mode="human"``)
+    instead of writing a video, for ``steps`` or until the window closes (``steps=None``), and
+    read its keys (``KEYS``): a velocity task's command is then steered from them, starting at
+    ``command`` (default: standing still)."""
     from tqdm import tqdm
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
@@ -140,6 +195,11 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         raise ValueError(f"steps must be None (one episode, at most 10 s) or an int >= 1, got {steps!r}")
     if not isinstance(markers, bool):
         raise ValueError(f"markers must be True or False, got {markers!r}")
+    if not isinstance(viewer, bool):
+        raise ValueError(f"viewer must be True or False, got {viewer!r}")
+    if viewer and (out is not None or lanes != 1):
+        raise ValueError("viewer shows lane 0 in a window: it takes no out (a video) and one lane, got "
+                         f"out={out!r}, lanes={lanes!r}")
     if not (task_options is None or isinstance(task_options, Mapping)) or "mode" in (task_options or {}):
         raise ValueError("task_options must be a mapping of the task's make-time options other than mode "
                          f"(play runs the play mode), got {task_options!r}")
@@ -160,19 +220,36 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
                               f"the policy of {str(checkpoint_path)!r}, not {env_id}")
     render = {} if out is None else {"render_mode": "rgb_array", "width": width, "height": height,
                                      "render_markers": markers}
+    start = None
+    if viewer:  # the command is held once the env is made, within the task's ranges
+        render = {"render_mode": "human", "render_markers": markers}
+        start = velocity_triple(options.pop("command", (0.0, 0.0, 0.0)), "command")
     env = make_rsl_rl(env_id, num_envs=lanes, seed=seed, compile=False, progress=False, mode="play", **render,
                       **options)
     base = env.env
     try:
         policy, alg = ready_policy(source, env, env_id)
         rt = base.runtime
-        if steps is None:
+        keys = Keys(rt.ctx.commands.values(), start) if viewer else None
+        if steps is None and not viewer:
             steps = min(base.task.max_episode_steps, round(10.0 / base.task.step_dt))
         rewards = torch.zeros(len(rt.reward_names), dtype=torch.float64)
         metrics: dict[str, list[float]] = {}  # name -> [sum, count] over live lanes and steps
-        frames, ended, terminated = [], 0, 0
+        frames, ended, terminated, ran = [], 0, 0, 0
         obs = env.get_observations()
-        for i in tqdm(range(steps), desc=f"play {env_id}", unit="step", disable=not progress):
+        for i in tqdm(itertools.count() if steps is None else range(steps), total=steps, desc=f"play {env_id}",
+                      unit="step", disable=not progress):
+            if keys is not None:
+                restart = keys.read(base.viewer.pressed())
+                if not base.viewer.running:
+                    break
+                if restart:
+                    obs = env.reset()[0]
+                    start_episodes(policy)
+                if keys.paused:
+                    base.render()  # the same state again, one control step later
+                    continue
+            ran += 1
             with torch.inference_mode():
                 obs, _, dones, extras = env.step(policy(obs))
                 start_episodes(policy, dones)
@@ -194,6 +271,6 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
                                deployment_metadata(base, env_id, Path(checkpoint_path)))
     finally:  # frees the renderer's GL context while its display is still up
         env.close()
-    return PlayResult(steps, {n: float(r) / (steps * lanes) for n, r in zip(rt.reward_names, rewards)},
+    return PlayResult(ran, {n: float(r) / max(ran * lanes, 1) for n, r in zip(rt.reward_names, rewards)},
                       {k: total / max(count, 1) for k, (total, count) in metrics.items()}, ended, terminated,
                       video, onnx, trained_on)

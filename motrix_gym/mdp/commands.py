@@ -7,6 +7,10 @@ and advances only the lanes that draw.
 
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Iterable
+
 import torch
 from torch import Tensor
 
@@ -15,6 +19,16 @@ from motrix_gym.math import quat_apply, yaw_cos_sin
 from motrix_gym.mdp.markers import COMMAND, MEASURED, Arrows
 from motrix_gym.mdp.observations import base_lin_vel, in_contact
 from motrix_gym.runtime.context import Context
+
+
+def velocity_triple(value: object, what: str) -> tuple[float, float, float]:
+    """``value`` as (vx, vy, yaw rate): three finite real numbers, or a ValueError naming ``what``."""
+    values = () if isinstance(value, (str, bytes)) else tuple(value) if isinstance(value, Iterable) else ()
+    if len(values) != 3 or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+                                   for v in values):
+        raise ValueError(f"{what} must be (vx, vy, yaw_rate), three finite numbers, got {value!r}")
+    return tuple(float(v) for v in values)
+
 
 ARROW_SCALE = 0.5  # m of a rendered velocity arrow per m/s: 1 m/s fits a close camera's frame
 
@@ -35,6 +49,9 @@ class VelocityCommand:
     of a yaw rate, and the yaw rate asked is a heading controller, ``clip(heading_gain *
     wrap(target - yaw), *ranges[2])`` (the clip scaled by the lane's level), recomputed every
     step and after a reset has placed the robot; standing lanes stay at zero.
+
+    ``hold(value)`` asks every lane for one command from then on, as a person steering the robots
+    live does (``play --viewer``); ``ranges`` stay the limits such a person keeps within.
     """
 
     def __init__(self, env: Context, ranges: tuple = ((-1.0, 1.0), (-1.0, 1.0), (-1.0, 1.0)),
@@ -49,7 +66,9 @@ class VelocityCommand:
         L = env.num_lanes
         self.lo = torch.tensor([r[0] for r in ranges], dtype=torch.float32, device=env.device)
         self.hi = torch.tensor([r[1] for r in ranges], dtype=torch.float32, device=env.device)
-        self.standing_fraction = standing_fraction
+        self.ranges = tuple(tuple(float(v) for v in r) for r in ranges)
+        # a tensor, as are the ranges, so that ``hold`` changes what compiled graphs read
+        self.standing_fraction = torch.tensor(float(standing_fraction), device=env.device)
         self.resample_steps = max(1, round(resample_s / env.step_dt))
         self.value = torch.zeros(L, 3, device=env.device)
         self.standing = torch.ones(L, dtype=torch.bool, device=env.device)
@@ -83,6 +102,28 @@ class VelocityCommand:
         if self.heading is not None:
             lo, hi = self.heading
             self.target.copy_(torch.where(mask, lo + (hi - lo) * u[:, 2], self.target))
+
+    @property
+    def can_hold(self) -> bool:
+        """Whether ``hold`` can set the commands: not with heading control or a curriculum."""
+        return self.heading is None and not self.curriculum
+
+    def hold(self, value: Iterable[float]) -> None:
+        """Every lane's command is ``value`` = (vx, vy, yaw rate) from now on, through resamples
+        and resets, as if the task had been made with it (zero: the lanes stand); the lane RNG
+        streams advance as they would. Not with heading control or a curriculum, which make
+        commands of their own."""
+        if not self.can_hold:
+            raise ValueError("velocity command: hold gives every lane one command; this one "
+                             f"{'draws headings' if self.heading is not None else 'has a curriculum'}")
+        fixed = velocity_triple(value, "velocity command: hold's value")
+        v = torch.tensor(fixed, dtype=torch.float32, device=self.value.device)
+        standing = not any(fixed)
+        self.lo.copy_(v)
+        self.hi.copy_(v)
+        self.standing_fraction.fill_(float(standing))
+        self.value.copy_(v.expand_as(self.value))
+        self.standing.fill_(standing)
 
     def _steer(self, env: Context, mask: Tensor | None = None) -> None:
         """The yaw rate of heading control, for the lanes in ``mask`` (all when None)."""

@@ -112,6 +112,18 @@ NEAR = 0.05  # the near clip plane's distance, as a fraction of the camera's
 FOG = (4.5, 18.0)  # m from the camera where fog starts and where it hides the ground entirely
 
 
+def set_visuals(model: mujoco.MjModel, distance: float) -> None:
+    """Light, clip planes and fog of ``model`` for a camera ``distance`` m from the robot."""
+    model.vis.headlight.ambient[:] = 0.35
+    model.vis.headlight.diffuse[:] = 0.6
+    # MuJoCo places the clip planes at multiples of the model's extent, which a terrain of many
+    # tiles makes 100 m or more: the near plane would then lie beyond a close camera and cut the
+    # robot and the ground in front of it. Keep it a small fraction of the camera distance.
+    model.vis.map.znear = min(model.vis.map.znear, NEAR * distance / model.stat.extent)
+    # MuJoCo measures fog in extents as well; in metres it looks the same on every terrain.
+    model.vis.map.fogstart, model.vis.map.fogend = (d / model.stat.extent for d in FOG)
+
+
 class LaneRenderer:
     """RGB frames of one model's configurations, from a free camera that follows body ``follow``
     (the robot's root), looking at the point ``lookat_height`` m above its origin."""
@@ -121,14 +133,7 @@ class LaneRenderer:
                  lookat_height: float = 0.0) -> None:
         model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
         model.vis.global_.offheight = max(model.vis.global_.offheight, height)
-        model.vis.headlight.ambient[:] = 0.35
-        model.vis.headlight.diffuse[:] = 0.6
-        # MuJoCo places the clip planes at multiples of the model's extent, which a terrain of many
-        # tiles makes 100 m or more: the near plane would then lie beyond a close camera and cut
-        # the robot and the ground in front of it. Keep it a small fraction of the camera distance.
-        model.vis.map.znear = min(model.vis.map.znear, NEAR * distance / model.stat.extent)
-        # MuJoCo measures fog in extents as well; in metres it looks the same on every terrain.
-        model.vis.map.fogstart, model.vis.map.fogend = (d / model.stat.extent for d in FOG)
+        set_visuals(model, distance)
         self.context = ctx = gl_context(width, height)
         self.mjr = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self.mjr)
@@ -160,29 +165,35 @@ class LaneRenderer:
         self.context.make_current()
         mujoco.mjv_updateScene(self.model, self.data, self.option, None, self.camera,
                                mujoco.mjtCatBit.mjCAT_ALL, self.scene)
-        for start, end, rgba, width in arrows:
-            if np.linalg.norm(end - start) > 1e-3:  # an arrow of no length has no direction
-                mujoco.mjv_connector(self._geom(rgba), mujoco.mjtGeom.mjGEOM_ARROW, width, start, end)
-        for pos, rgba, radius in spheres:
-            self._geom(rgba, pos, radius)
+        add_markers(self.scene, arrows, spheres)
         mujoco.mjr_render(self.rect, self.scene, self.mjr)
         mujoco.mjr_readPixels(self._pixels, None, self.rect, self.mjr)
         return np.flipud(self._pixels).copy()  # OpenGL's rows run bottom to top
 
-    def _geom(self, rgba: Sequence[float], pos: np.ndarray | None = None, radius: float = 0.0) -> mujoco.MjvGeom:
-        """A new decoration sphere at the end of the scene, after the model's (``mjv_connector``
-        turns it into an arrow)."""
-        if self.scene.ngeom >= self.scene.maxgeom:
-            raise RuntimeError(f"the scene holds at most {self.scene.maxgeom} geoms, markers included")
-        g = self.scene.geoms[self.scene.ngeom]
-        mujoco.mjv_initGeom(g, mujoco.mjtGeom.mjGEOM_SPHERE, np.full(3, radius), np.zeros(3) if pos is None else pos,
-                            np.eye(3).ravel(), np.asarray(rgba, np.float32))
-        g.category = mujoco.mjtCatBit.mjCAT_DECOR
-        self.scene.ngeom += 1
-        return g
-
     def close(self) -> None:
         self._finalizer()
+
+
+def add_markers(scene: mujoco.MjvScene, arrows: Sequence[Arrow] = (), spheres: Sequence[Sphere] = ()) -> None:
+    """Append ``arrows`` and ``spheres`` (world frame) to ``scene`` as decorations, after its geoms."""
+    for start, end, rgba, width in arrows:
+        if np.linalg.norm(end - start) > 1e-3:  # an arrow of no length has no direction
+            mujoco.mjv_connector(_new_geom(scene, rgba), mujoco.mjtGeom.mjGEOM_ARROW, width, start, end)
+    for pos, rgba, radius in spheres:
+        _new_geom(scene, rgba, pos, radius)
+
+
+def _new_geom(scene: mujoco.MjvScene, rgba: Sequence[float], pos: np.ndarray | None = None,
+              radius: float = 0.0) -> mujoco.MjvGeom:
+    """A new decoration sphere at the end of ``scene`` (``mjv_connector`` turns it into an arrow)."""
+    if scene.ngeom >= scene.maxgeom:
+        raise RuntimeError(f"the scene holds at most {scene.maxgeom} geoms, markers included")
+    g = scene.geoms[scene.ngeom]
+    mujoco.mjv_initGeom(g, mujoco.mjtGeom.mjGEOM_SPHERE, np.full(3, radius), np.zeros(3) if pos is None else pos,
+                        np.eye(3).ravel(), np.asarray(rgba, np.float32))
+    g.category = mujoco.mjtCatBit.mjCAT_DECOR
+    scene.ngeom += 1
+    return g
 
 
 def _free(mjr: mujoco.MjrContext, ctx: object) -> None:

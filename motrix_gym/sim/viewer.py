@@ -1,0 +1,122 @@
+"""A live window on one lane: MuJoCo's own viewer (``mujoco.viewer``), driven passively.
+
+The viewer draws a mirror of a lane (its configuration, with the commands' markers in the
+viewer's user scene); it never steps physics of its own, so its own reset and pause keys change
+nothing of the env. Keys pressed in the window are queued for the caller (``pressed``). The
+window needs a display (an X server, Xvfb included, or Wayland) and GLFW; nothing else in the
+package opens one.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import threading
+import time
+import warnings
+from collections.abc import Sequence
+
+import glfw
+import numpy as np
+
+from motrix_gym.sim.engine import mujoco
+from motrix_gym.sim.render import Arrow, Sphere, add_markers, set_visuals
+
+# The keys ``pressed`` reports, by GLFW key code; the viewer keeps every other key for itself
+# (its letters toggle what it draws).
+_KEYS = {glfw.KEY_UP: "up", glfw.KEY_DOWN: "down", glfw.KEY_LEFT: "left", glfw.KEY_RIGHT: "right",
+         glfw.KEY_PAGE_UP: "page_up", glfw.KEY_PAGE_DOWN: "page_down", glfw.KEY_SPACE: "space",
+         glfw.KEY_BACKSPACE: "backspace", glfw.KEY_DELETE: "delete"}
+_WAIT_CLOSED_S = 10.0  # how long close() waits for the viewer's thread to destroy its window
+
+
+class DisplayUnavailable(RuntimeError):
+    """No display to open a window on."""
+
+
+def check_display() -> None:
+    """Return when GLFW can open windows on this machine's display, else raise
+    :class:`DisplayUnavailable` saying why and what to do instead."""
+    name = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    if not name:
+        raise DisplayUnavailable(
+            "a window needs a display, and neither DISPLAY nor WAYLAND_DISPLAY is set. On a machine without "
+            "a screen, run under a virtual one (Debian/Ubuntu: apt-get install xvfb, then xvfb-run -a "
+            "python ...), or record frames instead (render_mode='rgb_array', play --out FILE)")
+    with warnings.catch_warnings(record=True) as caught:  # GLFW reports its errors as warnings
+        warnings.simplefilter("always")
+        ok = glfw.init()
+    if not ok:
+        # pyGLFW words its errors "(code) b'description'"
+        why = "; ".join(re.sub(r"^\(\d+\) b['\"](.*)['\"]$", r"\1", str(w.message)) for w in caught)
+        why = why or "glfw.init() failed"
+        raise DisplayUnavailable(f"GLFW cannot open windows on display {name!r}: {why}")
+
+
+class LaneViewer:
+    """MuJoCo's viewer window on ``model``, its free camera following body ``follow`` (looking at
+    the point ``lookat_height`` m above it) from ``distance`` m, ``azimuth`` and ``elevation``
+    degrees, which the mouse then changes. ``show`` draws a configuration at most once per
+    ``period`` seconds of wall time, so that a loop calling it runs at most in real time."""
+
+    def __init__(self, model: mujoco.MjModel, period: float, follow: int = 1, distance: float = 3.0,
+                 azimuth: float = 135.0, elevation: float = -20.0, lookat_height: float = 0.0) -> None:
+        import mujoco.viewer
+
+        check_display()
+        set_visuals(model, distance)
+        self.model, self.data = model, mujoco.MjData(model)
+        self.period, self.follow, self.lookat_height = period, follow, lookat_height
+        self._keys: queue.SimpleQueue[int] = queue.SimpleQueue()
+        before = set(threading.enumerate())
+        self.handle = mujoco.viewer.launch_passive(model, self.data, key_callback=self._keys.put,
+                                                   show_left_ui=False, show_right_ui=False)
+        # The window lives on a daemon thread the viewer starts; close() waits for it, as a
+        # process that exits while it tears the window down can crash in GLFW.
+        self._threads = [t for t in threading.enumerate() if t not in before]
+        with self.handle.lock():
+            cam = self.handle.cam
+            cam.distance, cam.azimuth, cam.elevation = distance, azimuth, elevation
+        self._shown_at = -float("inf")
+
+    @property
+    def running(self) -> bool:
+        """False once the window was closed (by the user, or ``close``)."""
+        return self.handle.is_running()
+
+    def show(self, qpos: np.ndarray, arrows: Sequence[Arrow] = (), spheres: Sequence[Sphere] = ()) -> None:
+        """Draw the configuration ``qpos`` with ``arrows`` and ``spheres`` (world frame), after
+        waiting for the rest of ``period`` since the last frame."""
+        wait = self._shown_at + self.period - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        with self.handle.lock():
+            self.data.qpos[:] = qpos
+            mujoco.mj_kinematics(self.model, self.data)
+            self.handle.cam.lookat[:] = self.data.xpos[self.follow]
+            self.handle.cam.lookat[2] += self.lookat_height
+            scene = self.handle.user_scn
+            scene.ngeom = 0
+            add_markers(scene, arrows, spheres)
+        self.handle.sync()
+        self._shown_at = time.perf_counter()
+
+    def pressed(self) -> list[str]:
+        """The keys of ``_KEYS`` pressed (or repeated, held down) in the window since the last call,
+        in order, by name: ``up``, ``down``, ``left``, ``right``, ``page_up``, ``page_down``,
+        ``space``, ``backspace``, ``delete``."""
+        keys = []
+        while True:
+            try:
+                code = self._keys.get_nowait()
+            except queue.Empty:
+                return keys
+            if code in _KEYS:
+                keys.append(_KEYS[code])
+
+    def close(self) -> None:
+        """Close the window and wait until the viewer's thread has destroyed it."""
+        self.handle.close()
+        for t in self._threads:
+            t.join(_WAIT_CLOSED_S)

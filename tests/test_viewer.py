@@ -1,0 +1,178 @@
+"""The live window: ``render_mode="human"`` and ``play --viewer``, on a real X server (Xvfb, started
+here), with real key events (xdotool). Each window opens in a child process, as a user's does,
+so that no GLFW state reaches the other tests' rendering."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import tiny
+from motrix_gym.learn.train import train
+
+needs_x = pytest.mark.skipif(
+    not (shutil.which("Xvfb") and shutil.which("xdotool") and shutil.which("xwd")),
+    reason="needs an X server to open windows on and real key events: Xvfb, xdotool and xwd "
+           "(Debian/Ubuntu: apt-get install xvfb xdotool x11-apps)")
+
+CLI = [sys.executable, "-m", "motrix_gym"]
+
+
+@pytest.fixture(scope="module")
+def display():
+    """A fresh Xvfb server of this module's own (a developer's desktop never gets these windows
+    or keys): its display name."""
+    read, write = os.pipe()
+    server = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1280x1024x24", "-nolisten", "tcp"],
+                              pass_fds=(write,), stderr=subprocess.DEVNULL)
+    os.close(write)
+    with os.fdopen(read) as f:
+        number = f.readline().strip()
+    assert number, "Xvfb did not start"
+    yield f":{number}"
+    server.terminate()
+    server.wait(10)
+
+
+def on(display: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY", "MUJOCO_GL")}
+    return {**env, "DISPLAY": display}
+
+
+def xdotool(display: str, *args: str) -> str:
+    return subprocess.run(["xdotool", *args], env=on(display), capture_output=True, text=True, timeout=60,
+                          check=True).stdout
+
+
+def screen_colours(display: str) -> int:
+    """How many distinct colours the whole screen shows now (xwd's dump of the root window: a
+    header of 25 big-endian 32-bit fields, the window's name, a colour map, then the rows)."""
+    dump = subprocess.run(["xwd", "-root", "-silent"], env=on(display), capture_output=True, check=True,
+                          timeout=60).stdout
+    h = np.frombuffer(dump[:100], ">u4")
+    header, width, height, ncolors = int(h[0]), int(h[4]), int(h[5]), int(h[19])
+    size, per_line = int(h[11]) // 8, int(h[12])  # bytes per pixel, per row
+    start = header + 12 * ncolors
+    rows = np.frombuffer(dump[start:start + height * per_line], np.uint8).reshape(height, per_line)
+    pixels = rows[:, :width * size].reshape(-1, size).astype(np.uint32)
+    return len(np.unique(sum(pixels[:, k] << (8 * k) for k in range(size))))
+
+
+HUMAN = """
+import sys, time, numpy as np, gymnasium as gym, motrix_gym
+envs = gym.make_vec("Motrix/Go1WalkFlat-v0", num_envs=2, render_mode="human", compile=False, progress=False)
+u = envs.unwrapped
+envs.reset(seed=0)
+assert u.viewer.running
+t = time.perf_counter()
+for i in range(60):
+    envs.step(np.full((2, 12), 0.3 * np.sin(0.1 * i), np.float32))
+    assert np.array_equal(u.viewer.data.qpos, u.sim.qpos[0].numpy().astype(np.float64)), i  # lane 0, drawn
+print("seconds", time.perf_counter() - t, flush=True)
+sys.stdin.readline()  # the test looks at the screen meanwhile
+envs.close()
+assert not u.viewer.running
+env = gym.make("Motrix/Go1WalkFlat-v0", render_mode="human")
+env.reset(seed=1)
+for _ in range(10):
+    env.step(env.action_space.sample() * 0)
+assert env.render() is None and env.unwrapped.vec.viewer.running
+env.close()
+print("closed", flush=True)
+"""
+
+
+@needs_x
+def test_human_mode_draws_lane_0_in_a_window_in_real_time(display):
+    child = subprocess.Popen([sys.executable, "-c", HUMAN], env=on(display), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline()
+        assert line.startswith("seconds"), child.stderr.read()[-3000:]
+        assert float(line.split()[1]) >= 60 * 0.02 * 0.95  # 60 control steps of 20 ms, paced to real time
+        assert xdotool(display, "search", "--onlyvisible", "--name", "MuJoCo").split()
+        assert screen_colours(display) > 500  # the robot and the floor drawn, shaded
+        child.stdin.write("\n")
+        child.stdin.flush()
+        out, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 0 and out.strip() == "closed", err[-3000:]
+    assert subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "MuJoCo"], env=on(display),
+                          capture_output=True).returncode == 1  # no window left
+
+
+def wait_for(path: Path, text: str, child: subprocess.Popen, timeout: float = 60.0) -> str:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        out = path.read_text()
+        if text in out:
+            return out
+        assert child.poll() is None, f"play ended early:\n{out[-3000:]}"
+        time.sleep(0.2)
+    raise AssertionError(f"no {text!r} in:\n{path.read_text()[-3000:]}")
+
+
+@needs_x
+def test_play_viewer_steers_the_command_from_the_keyboard(display, tmp_path):
+    res = train("Motrix/Go1WalkFlat-v0", iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0,
+                progress=False, config=tiny("Go1WalkFlat"))
+    log = tmp_path / "play.log"
+    with open(log, "w") as f:
+        child = subprocess.Popen([*CLI, "play", "Motrix/Go1WalkFlat-v0", "--checkpoint", str(res.checkpoint),
+                                  "--viewer", "--command", "0.5,0,0"], env=on(display), stdout=f,
+                                 stderr=subprocess.STDOUT, text=True)
+    try:
+        window = xdotool(display, "search", "--sync", "--onlyvisible", "--name", "MuJoCo").split()[0]
+        xdotool(display, "windowfocus", "--sync", window)
+
+        def press(*keys: str, then: str) -> str:
+            xdotool(display, "key", "--delay", "50", *keys)
+            return wait_for(log, then, child)
+
+        press("Up", then="command: vx +0.60 m/s, vy +0.00 m/s, yaw rate +0.00 rad/s")
+        # within the task's range of 1 m/s, however often the key is pressed
+        press(*["Up"] * 6, then="command: vx +1.00 m/s, vy +0.00 m/s, yaw rate +0.00 rad/s")
+        press("Down", "Page_Up", "Right", "Right",
+              then="command: vx +0.90 m/s, vy +0.10 m/s, yaw rate -0.20 rad/s")
+        press("space", then="paused")
+        press("space", "BackSpace", then="restart")
+        out = press("Delete", then="command: vx +0.00 m/s, vy +0.00 m/s, yaw rate +0.00 rad/s")
+        assert out.count("command: vx +1.00") == 3  # the fourth press reaches 1 m/s, the next two keep it
+        xdotool(display, "key", "ctrl+q")  # the viewer's own quit: play ends as when the window is closed
+        child.wait(60)
+    finally:
+        child.kill()
+    out = log.read_text()
+    assert child.returncode == 0, out[-3000:]
+    assert "keys in the window: up/down: forward/backward" in out
+    assert "steps x 1 lanes" in out and "base_velocity/lin_vel_error" in out
+
+
+def test_without_a_display_a_window_is_a_clear_error_and_nothing_runs(tmp_path, monkeypatch):
+    import gymnasium as gym
+
+    import motrix_gym  # noqa: F401
+    from motrix_gym.sim.viewer import DisplayUnavailable
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    with pytest.raises(DisplayUnavailable, match="neither DISPLAY nor WAYLAND_DISPLAY is set.*xvfb-run"):
+        gym.make_vec("Motrix/Go1WalkFlat-v0", num_envs=2, render_mode="human")
+    res = train("Motrix/Go1WalkFlat-v0", iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0,
+                progress=False, config=tiny("Go1WalkFlat"))
+    for display in ("", ":987"):  # none, and one where no server listens
+        env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+        run = subprocess.run([*CLI, "play", "Motrix/Go1WalkFlat-v0", "--checkpoint", str(res.checkpoint),
+                              "--viewer"], env={**env, **({"DISPLAY": display} if display else {})},
+                             capture_output=True, text=True, timeout=300)
+        errors = [ln for ln in run.stderr.splitlines() if ln.startswith("error")]
+        assert run.returncode != 0 and len(errors) == 1, run.stderr[-3000:]
+        assert ("GLFW cannot open windows on display ':987'" if display else "neither DISPLAY") in errors[0]
