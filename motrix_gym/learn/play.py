@@ -4,7 +4,6 @@ tracking errors; optionally exported to ONNX, or run from such a file (``onnx_po
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,8 +236,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         metrics: dict[str, list[float]] = {}  # name -> [sum, count] over live lanes and steps
         frames, ended, terminated, ran = [], 0, 0, 0
         obs = env.get_observations()
-        for i in tqdm(itertools.count() if steps is None else range(steps), total=steps, desc=f"play {env_id}",
-                      unit="step", disable=not progress):
+        bar = tqdm(total=steps, desc=f"play {env_id}", unit="step", disable=not progress)
+        while steps is None or ran < steps:
             if keys is not None:
                 restart = keys.read(base.viewer.pressed())
                 if not base.viewer.running:
@@ -249,7 +248,6 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
                 if keys.paused:
                     base.render()  # the same state again, one control step later
                     continue
-            ran += 1
             with torch.inference_mode():
                 obs, _, dones, extras = env.step(policy(obs))
                 start_episodes(policy, dones)
@@ -262,8 +260,11 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
                     acc = metrics.setdefault(f"{name}/{key}", [0.0, 0])
                     acc[0] += float(value[:lanes][live].sum())
                     acc[1] += int(live.sum())
-            if out is not None and i % every == 0:
+            if out is not None and ran % every == 0:
                 frames.append(tile(base.render()))
+            ran += 1
+            bar.update()
+        bar.close()
         video = None if out is None else write_video(frames, out, fps=1.0 / (base.task.step_dt * every))
         onnx = None
         if export == "onnx":
