@@ -595,6 +595,9 @@ def test_a_checkpoint_that_does_not_fit_is_a_one_line_cli_error(argv, message, t
     assert main([*argv, "--no-compile", "--log-dir", str(tmp_path / "bad")] if argv[0] == "train" else argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1, err
+    purpose = {"dataset": "record", "train": "start from"}.get(argv[0], argv[0])
+    if message.startswith("trained on"):
+        assert err.startswith(f"error: {purpose} "), err  # what the policy was for
     assert not (tmp_path / "bad").exists()
 
 

@@ -50,10 +50,10 @@ def checkpoint_policy(path: Path, env_id: str, options: Mapping[str, Any],
     from motrix_gym.learn.onnx_policy import OnnxPolicy
     from motrix_gym.learn.play import open_policy, ready_policy
 
-    source, _ = open_policy(path, env_id, options)
+    source, _ = open_policy(path, env_id, options, "record")
     probe = make_rsl_rl(env_id, num_envs=1, compile=False, progress=False, device=device, **options)
     try:
-        policy, _ = ready_policy(source, probe, env_id)
+        policy, _ = ready_policy(source, probe, env_id, "record")
     finally:
         probe.close()
 

@@ -118,10 +118,10 @@ def evaluate_checkpoint(env_id: str, path: str | Path, lanes: int = 64, seed: in
     check_seed(seed)
     options = check_task_options(task_options)
     path = checkpoint.resolve(path)
-    source, _ = open_policy(path, env_id, options)
+    source, _ = open_policy(path, env_id, options, "evaluate")
     probe = make_rsl_rl(env_id, num_envs=1, compile=False, progress=False, device=device, **options)
     try:
-        policy, _ = ready_policy(source, probe, env_id)
+        policy, _ = ready_policy(source, probe, env_id, "evaluate")
         actions = probe.env.single_action_space
     finally:
         probe.close()

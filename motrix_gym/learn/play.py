@@ -86,19 +86,19 @@ class Keys:
         return restart
 
 
-def load_policy(ckpt: dict[str, Any] | str | Path, env: Any) -> tuple[Callable, Any]:
+def load_policy(ckpt: dict[str, Any] | str | Path, env: Any, purpose: str = "play") -> tuple[Callable, Any]:
     """The deterministic policy of checkpoint ``ckpt`` (loaded, or its path) for ``env`` (an
     rsl_rl adapter of its task, or of another task of its robot whose observations include the
     policy's: ``check_policy``), and the algorithm that holds it. Each observation term the policy
     read reaches it at its columns in ``env``; a term it never observed, at zero weight
-    (``model_init.init_from``)."""
+    (``model_init.init_from``). ``purpose`` leads the errors (what the policy was for)."""
     from motrix_gym.learn.train import make_algorithm
 
     if not isinstance(ckpt, dict):
         ckpt = checkpoint.load(ckpt)
     cfg = PpoConfig.from_dict(ckpt["infos"]["ppo"])
     alg = make_algorithm(env, cfg, str(env.device))
-    init_from(alg, env, cfg, ckpt, models=("actor",), purpose="play")
+    init_from(alg, env, cfg, ckpt, models=("actor",), purpose=purpose)
     alg.eval_mode()
     return alg.get_policy(), alg
 
@@ -122,37 +122,40 @@ def run_overrides(path: str | Path, env_id: str, mode: str = "train") -> dict[st
     return placed_overrides(env_id, trained, mode)
 
 
-def open_policy(path: Path, env_id: str, options: Mapping[str, Any]) -> tuple[dict[str, Any] | OnnxPolicy, str]:
+def open_policy(path: Path, env_id: str, options: Mapping[str, Any],
+                purpose: str = "play") -> tuple[dict[str, Any] | OnnxPolicy, str]:
     """The policy at ``path`` (resolved): a checkpoint, loaded and checked for ``env_id`` made with
     ``options`` (``check_policy``), or an exported ``.onnx`` file (checked once the env is made:
-    ``ready_policy``); and the task it was trained on."""
+    ``ready_policy``); and the task it was trained on. ``purpose`` leads the errors."""
     if is_onnx(path):
         exported = OnnxPolicy(path)
         return exported, exported.trained_on
     ckpt = checkpoint.load(path)
-    check_policy(env_id, path, ckpt, options)
+    check_policy(env_id, path, ckpt, options, purpose)
     return ckpt, ckpt["infos"]["env_id"]
 
 
-def ready_policy(source: dict[str, Any] | OnnxPolicy, env: Any, env_id: str) -> tuple[Callable, Any]:
+def ready_policy(source: dict[str, Any] | OnnxPolicy, env: Any, env_id: str,
+                 purpose: str = "play") -> tuple[Callable, Any]:
     """``open_policy``'s policy for ``env`` (an rsl_rl adapter of ``env_id``), and the algorithm
     that holds it (None for an exported file)."""
     if isinstance(source, OnnxPolicy):
         source.check(env, env_id)
         return source, None
-    return load_policy(source, env)
+    return load_policy(source, env, purpose)
 
 
-def check_policy(env_id: str, path: str | Path, ckpt: dict[str, Any], options: Mapping[str, Any]) -> None:
+def check_policy(env_id: str, path: str | Path, ckpt: dict[str, Any], options: Mapping[str, Any],
+                 purpose: str = "play") -> None:
     """A CheckpointError, before anything is made, unless the policy of checkpoint ``ckpt``
     (loaded from ``path``) can play ``env_id`` made with ``options``: the robot it was trained
     on, and every observation term it read there with the same history
     (``model_init.check_models``); the error names the task options and overrides its run was
-    trained with."""
+    trained with; ``purpose`` (``play``, ``evaluate``, ...) leads it."""
     meta = ckpt["infos"]
     try:
         check_models(env_id, PpoConfig.from_dict(meta["ppo"]), ckpt, path, options, models=("actor",),
-                     purpose="play")
+                     purpose=purpose)
     except CheckpointError as e:
         trained = meta.get("task_options") or {}
         hint = f" (its run trained {meta['env_id']} with task options {trained})" if trained else ""
