@@ -8,6 +8,7 @@ actuators are position servos on the metadata's joints).
     python examples/deploy_mujoco.py logs/Go1WalkFlat/<run>/policy.onnx --command 0.5 0 0 --seconds 10
     python examples/deploy_mujoco.py <run>/policy.onnx --save-model go1.xml  # then edit it, and:
     python examples/deploy_mujoco.py <run>/policy.onnx --model go1.xml
+    python examples/deploy_mujoco.py <run>/policy.onnx --viewer  # watch it, steer it with the arrow keys
 
 It prints the mean planar-velocity and yaw-rate errors against the command, as ``play`` does,
 and when the robot fell, if it did. The observation terms it can build are those in ``TERMS``
@@ -207,13 +208,14 @@ def height_scan(c: Controller, data: mujoco.MjData) -> np.ndarray:
     return np.clip(pos[2] - np.array(ground) - offset, -1.0, 1.0)
 
 
-def task_spec(task: str) -> mujoco.MjSpec:
-    """The physics model of ``task`` (an id) in play mode, as motrix_gym builds it."""
+def task_spec(task: str, visual: bool = False) -> mujoco.MjSpec:
+    """The physics model of ``task`` (an id) in play mode, as motrix_gym builds it (``visual``:
+    with the meshes that are only drawn, for a viewer)."""
     from motrix_gym.envs import task_config, task_name
     from motrix_gym.sim.scene import build_spec
 
     cfg = task_config(task_name(task), mode="play")
-    spec = build_spec(cfg.scene, cfg.sim_dt)
+    spec = build_spec(cfg.scene, cfg.sim_dt, visual=visual)
     spec.meshdir = str(Path(cfg.scene.robot.xml).parent / spec.meshdir)  # so that a saved copy finds them
     return spec
 
@@ -233,22 +235,54 @@ def stand(model: mujoco.MjModel, data: mujoco.MjData, c: Controller, lift: float
     mujoco.mj_forward(model, data)
 
 
-def run(path: str | Path, command: Sequence[float], seconds: float, model_path: str | None = None) -> dict:
-    """Drive the robot for ``seconds`` with ``command``; the mean tracking errors, and when it fell."""
-    model = mujoco.MjModel.from_xml_path(model_path) if model_path else task_model(metadata(path)["task"])
+def command_ranges(task: str) -> tuple[tuple[float, float], ...]:
+    """The (lo, hi) of vx, vy and yaw rate that ``task`` (an id) draws its velocity commands from."""
+    from motrix_gym.envs import task_config, task_name
+    from motrix_gym.mdp.commands import VelocityCommand
+
+    return next(t.params["ranges"] for t in task_config(task_name(task)).commands if t.cls is VelocityCommand)
+
+
+def run(path: str | Path, command: Sequence[float], seconds: float, model_path: str | None = None,
+        viewer: bool = False) -> dict:
+    """Drive the robot for ``seconds`` with ``command``; the mean tracking errors, and when it fell.
+    ``viewer``: show it in real time in MuJoCo's viewer, whose keys steer the command (until the
+    window is closed, at most ``seconds``)."""
+    task = metadata(path)["task"]
+    model = mujoco.MjModel.from_xml_path(model_path) if model_path else task_model(task)
     data = mujoco.MjData(model)
     c = Controller(path, model)
     stand(model, data, c)
     cmd = np.asarray(command, dtype=np.float64)
+    window = None
+    if viewer:
+        from motrix_gym.learn import steering
+        from motrix_gym.sim.viewer import LaneViewer
+
+        shown = model if model_path else task_spec(task, visual=True).compile()  # the same joints, drawn
+        window, ranges = LaneViewer(shown, period=c.control_dt, follow=model.jnt_bodyid[0]), command_ranges(task)
+        print(f"keys in the window: {steering.HELP}; close the window to stop")
     lin, yaw, fell = [], [], None
-    for k in range(round(seconds / c.control_dt)):
-        c.step(model, data, cmd)
-        v = TERMS[f"{MDP}.base_lin_vel"](c, data, cmd)
-        lin.append(np.linalg.norm(cmd[:2] - v[:2]))
-        yaw.append(abs(cmd[2] - data.qvel[c.root_dof + 5]))
-        if TERMS[f"{MDP}.projected_gravity"](c, data, cmd)[2] > -0.34:  # tilted beyond 70 degrees
-            fell = (k + 1) * c.control_dt
-            break
+    try:
+        for k in range(round(seconds / c.control_dt)):
+            if window is not None:
+                for key in window.pressed():
+                    if (value := steering.steer(cmd, key, ranges)) is not None:
+                        cmd = np.array(value)
+                        print(steering.describe(cmd), flush=True)
+                window.show(data.qpos)
+                if not window.running:
+                    break
+            c.step(model, data, cmd)
+            v = TERMS[f"{MDP}.base_lin_vel"](c, data, cmd)
+            lin.append(np.linalg.norm(cmd[:2] - v[:2]))
+            yaw.append(abs(cmd[2] - data.qvel[c.root_dof + 5]))
+            if TERMS[f"{MDP}.projected_gravity"](c, data, cmd)[2] > -0.34:  # tilted beyond 70 degrees
+                fell = (k + 1) * c.control_dt
+                break
+    finally:
+        if window is not None:
+            window.close()
     return {"lin_vel_error": float(np.mean(lin)), "yaw_rate_error": float(np.mean(yaw)), "fell_at_s": fell,
             "seconds": len(lin) * c.control_dt}
 
@@ -258,6 +292,8 @@ def main() -> None:
     parser.add_argument("policy", help="a policy.onnx written by play --export onnx")
     parser.add_argument("--command", type=float, nargs=3, default=(0.5, 0.0, 0.0), metavar=("VX", "VY", "YAW_RATE"))
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--viewer", action="store_true", help="watch it in MuJoCo's viewer, in real time; the "
+                        "arrow keys steer the command")
     parser.add_argument("--model", help="an MJCF of the robot (default: the task's own model)")
     parser.add_argument("--save-model", metavar="XML", help="write the task's own model as MJCF, to change and "
                         "pass as --model (a timestep, integrator, friction, ...), and stop")
@@ -268,7 +304,7 @@ def main() -> None:
     if args.save_model:
         Path(args.save_model).write_text(task_spec(metadata(args.policy)["task"]).to_xml())
         return
-    result = run(args.policy, args.command, args.seconds, args.model)
+    result = run(args.policy, args.command, args.seconds, args.model, args.viewer)
     print(f"{result['seconds']:.2f} s: mean planar-velocity error {result['lin_vel_error']:.3f} m/s, "
           f"yaw-rate error {result['yaw_rate_error']:.3f} rad/s"
           + (f"; fell at {result['fell_at_s']:.2f} s" if result["fell_at_s"] is not None else ""))

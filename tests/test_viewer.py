@@ -13,8 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import tiny
+from motrix_gym.learn import steering
+from motrix_gym.learn.play import play
 from motrix_gym.learn.train import train
 
 needs_x = pytest.mark.skipif(
@@ -23,6 +27,7 @@ needs_x = pytest.mark.skipif(
            "(Debian/Ubuntu: apt-get install xvfb xdotool x11-apps)")
 
 CLI = [sys.executable, "-m", "motrix_gym"]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +44,13 @@ def display():
     yield f":{number}"
     server.terminate()
     server.wait(10)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A Go1WalkFlat policy after one PPO iteration."""
+    return train("Motrix/Go1WalkFlat-v0", iterations=1, log_dir=tmp_path_factory.mktemp("runs"), compile=False,
+                 eval_lanes=0, progress=False, config=tiny("Go1WalkFlat")).checkpoint
 
 
 def on(display: str) -> dict[str, str]:
@@ -63,6 +75,17 @@ def screen_colours(display: str) -> int:
     rows = np.frombuffer(dump[start:start + height * per_line], np.uint8).reshape(height, per_line)
     pixels = rows[:, :width * size].reshape(-1, size).astype(np.uint32)
     return len(np.unique(sum(pixels[:, k] << (8 * k) for k in range(size))))
+
+
+def drawn(display: str, timeout: float = 20.0) -> bool:
+    """Whether the screen shows a shaded scene (the robot and the floor: hundreds of colours, where
+    an empty screen or window has a few) within ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while screen_colours(display) <= 500:
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.5)
+    return True
 
 
 HUMAN = """
@@ -98,7 +121,7 @@ def test_human_mode_draws_lane_0_in_a_window_in_real_time(display):
         assert line.startswith("seconds"), child.stderr.read()[-3000:]
         assert float(line.split()[1]) >= 60 * 0.02 * 0.95  # 60 control steps of 20 ms, paced to real time
         assert xdotool(display, "search", "--onlyvisible", "--name", "MuJoCo").split()
-        assert screen_colours(display) > 500  # the robot and the floor drawn, shaded
+        assert drawn(display)
         child.stdin.write("\n")
         child.stdin.flush()
         out, err = child.communicate(timeout=120)
@@ -121,12 +144,10 @@ def wait_for(path: Path, text: str, child: subprocess.Popen, timeout: float = 60
 
 
 @needs_x
-def test_play_viewer_steers_the_command_from_the_keyboard(display, tmp_path):
-    res = train("Motrix/Go1WalkFlat-v0", iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0,
-                progress=False, config=tiny("Go1WalkFlat"))
+def test_play_viewer_steers_the_command_from_the_keyboard(display, checkpoint, tmp_path):
     log = tmp_path / "play.log"
     with open(log, "w") as f:
-        child = subprocess.Popen([*CLI, "play", "Motrix/Go1WalkFlat-v0", "--checkpoint", str(res.checkpoint),
+        child = subprocess.Popen([*CLI, "play", "Motrix/Go1WalkFlat-v0", "--checkpoint", str(checkpoint),
                                   "--viewer", "--command", "0.5,0,0"], env=on(display), stdout=f,
                                  stderr=subprocess.STDOUT, text=True)
     try:
@@ -156,7 +177,55 @@ def test_play_viewer_steers_the_command_from_the_keyboard(display, tmp_path):
     assert "steps x 1 lanes" in out and "base_velocity/lin_vel_error" in out
 
 
-def test_without_a_display_a_window_is_a_clear_error_and_nothing_runs(tmp_path, monkeypatch):
+@needs_x
+def test_the_deploy_example_shows_its_robot_and_steers_it(display, checkpoint, tmp_path):
+    """examples/deploy_mujoco.py --viewer: the exported policy on a plain MuJoCo model, drawn with
+    the task's meshes, its command steered from the keyboard."""
+    exported = play("Motrix/Go1WalkFlat-v0", checkpoint, steps=1, export="onnx", progress=False).onnx
+    log = tmp_path / "deploy.log"
+    with open(log, "w") as f:
+        child = subprocess.Popen([sys.executable, str(ROOT / "examples" / "deploy_mujoco.py"), str(exported),
+                                  "--viewer", "--command", "0", "0", "0", "--seconds", "60"], env=on(display),
+                                 stdout=f, stderr=subprocess.STDOUT, text=True)
+    try:
+        window = xdotool(display, "search", "--sync", "--onlyvisible", "--name", "MuJoCo").split()[0]
+        xdotool(display, "windowfocus", "--sync", window)
+        xdotool(display, "key", "--delay", "50", "Up", "Up", "Left")
+        wait_for(log, "command: vx +0.20 m/s, vy +0.00 m/s, yaw rate +0.10 rad/s", child)
+        assert drawn(display)
+        xdotool(display, "key", "ctrl+q")
+        child.wait(60)
+    finally:
+        child.kill()
+    out = log.read_text()
+    assert child.returncode == 0, out[-3000:]
+    assert "mean planar-velocity error" in out
+
+
+@given(st.lists(st.sampled_from([*steering.KEYS, "delete", "space", "a"]), max_size=40),
+       st.tuples(*[st.tuples(st.floats(-2, 0), st.floats(0, 2))] * 3))
+def test_steering_moves_one_part_of_the_command_by_a_step_within_the_ranges(keys, ranges):
+    command = (0.0, 0.0, 0.0)
+    for key in keys:
+        after = steering.steer(command, key, ranges)
+        if key not in steering.KEYS and key != "delete":
+            assert after is None
+            continue
+        moved = [i for i in range(3) if after[i] != command[i]]
+        if key == "delete":
+            assert after == (0.0, 0.0, 0.0)
+        else:
+            assert moved in ([], [steering.KEYS[key][0]])
+            assert all(abs(after[i] - command[i]) <= steering.STEP + 1e-9 for i in moved)
+        assert all(lo <= v <= hi for v, (lo, hi) in zip(after, ranges))
+        command = after
+    up = (0.0, 0.0, 0.0)
+    for _ in range(10):
+        up = steering.steer(up, "up", ((-1.0, 1.0),) * 3)
+    assert up == (1.0, 0.0, 0.0)  # ten presses of 0.1 make 1 exactly
+
+
+def test_without_a_display_a_window_is_a_clear_error_and_nothing_runs(checkpoint, monkeypatch):
     import gymnasium as gym
 
     import motrix_gym  # noqa: F401
@@ -166,11 +235,9 @@ def test_without_a_display_a_window_is_a_clear_error_and_nothing_runs(tmp_path, 
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     with pytest.raises(DisplayUnavailable, match="neither DISPLAY nor WAYLAND_DISPLAY is set.*xvfb-run"):
         gym.make_vec("Motrix/Go1WalkFlat-v0", num_envs=2, render_mode="human")
-    res = train("Motrix/Go1WalkFlat-v0", iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0,
-                progress=False, config=tiny("Go1WalkFlat"))
     for display in ("", ":987"):  # none, and one where no server listens
         env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-        run = subprocess.run([*CLI, "play", "Motrix/Go1WalkFlat-v0", "--checkpoint", str(res.checkpoint),
+        run = subprocess.run([*CLI, "play", "Motrix/Go1WalkFlat-v0", "--checkpoint", str(checkpoint),
                               "--viewer"], env={**env, **({"DISPLAY": display} if display else {})},
                              capture_output=True, text=True, timeout=300)
         errors = [ln for ln in run.stderr.splitlines() if ln.startswith("error")]

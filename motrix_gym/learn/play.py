@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from motrix_gym.arguments import check_out_path, is_int
-from motrix_gym.learn import checkpoint
+from motrix_gym.learn import checkpoint, steering
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import PpoConfig
 from motrix_gym.learn.evaluate import start_episodes
@@ -37,12 +37,7 @@ class PlayResult:
     trained_on: str  # the task of the policy's run
 
 
-STEER_STEP = 0.1  # m/s or rad/s a key press adds to the command
-# key -> (component of (vx, vy, yaw rate), sign): forward, sideways to the left, turning left
-STEER = {"up": (0, 1), "down": (0, -1), "page_up": (1, 1), "page_down": (1, -1), "left": (2, 1), "right": (2, -1)}
-KEYS = ("up/down: forward/backward, page up/down: sideways left/right, left/right: turn (each press "
-        f"{STEER_STEP} m/s or rad/s, within the task's ranges), delete: stand still, space: pause, backspace: "
-        "restart the episode; close the window (or ctrl+q) to stop")
+KEYS = f"{steering.HELP}, space: pause, backspace: restart the episode; close the window (or ctrl+q) to stop"
 
 
 class Keys:
@@ -55,11 +50,11 @@ class Keys:
         held = [c for c in commands if getattr(c, "can_hold", False)]
         self.command = held[0] if len(held) == 1 else None
         self.paused = False
-        self.value = list(start)
+        self.value = tuple(start)
         if self.command is not None:
             self.command.hold(self.value)
         elif any(self.value):
-            raise ValueError(f"command {tuple(start)}: the task has no velocity command that can be held")
+            raise ValueError(f"command {self.value}: the task has no velocity command that can be held")
 
     def read(self, pressed: Sequence[str]) -> bool:
         """Apply ``pressed`` (key names, in order); True when the episode is to restart."""
@@ -73,16 +68,10 @@ class Keys:
             elif key == "backspace":
                 restart = True
                 tqdm.write("restart")
-            elif self.command is not None and (key in STEER or key == "delete"):
-                if key == "delete":
-                    self.value = [0.0, 0.0, 0.0]
-                else:
-                    i, sign = STEER[key]
-                    lo, hi = self.command.ranges[i]
-                    self.value[i] = min(max(round(self.value[i] + sign * STEER_STEP, 6), lo), hi)
-                self.command.hold(self.value)
-                vx, vy, wz = self.command.value[0].tolist()  # what the lanes are asked now
-                tqdm.write(f"command: vx {vx:+.2f} m/s, vy {vy:+.2f} m/s, yaw rate {wz:+.2f} rad/s")
+            elif self.command is not None and (value := steering.steer(self.value, key, self.command.ranges)):
+                self.value = value
+                self.command.hold(value)
+                tqdm.write(steering.describe(self.command.value[0].tolist()))  # what the lanes are asked now
         return restart
 
 
