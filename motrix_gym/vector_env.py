@@ -380,11 +380,12 @@ class MotrixVectorEnv(VectorEnv):
         self._check_open()
         if self.render_mode is None:
             return None
-        qpos = _host(self.sim.qpos)
+        lanes = slice(0, 1) if self.render_mode == "human" else slice(None)  # the window shows lane 0
+        qpos = _host(self.sim.qpos[lanes])
         markers = self._markers()
-        arrows = [(_host(m.start), _host(m.end), m.rgba, m.width) for m in markers
+        arrows = [(_host(m.start[lanes]), _host(m.end[lanes]), m.rgba, m.width) for m in markers
                   if isinstance(m, Arrows)]
-        spheres = [(_host(m.pos), m.rgba, m.radius) for m in markers if isinstance(m, Spheres)]
+        spheres = [(_host(m.pos[lanes]), m.rgba, m.radius) for m in markers if isinstance(m, Spheres)]
         if self.render_mode == "human":
             self._show(*_lane(0, qpos, arrows, spheres))
             return None
