@@ -78,7 +78,7 @@ class LaneViewer:
         with self.handle.lock():
             cam = self.handle.cam
             cam.distance, cam.azimuth, cam.elevation = distance, azimuth, elevation
-        self._shown_at = -float("inf")
+        self._due = -float("inf")  # when the next frame is to be drawn (perf_counter)
 
     @property
     def running(self) -> bool:
@@ -86,11 +86,13 @@ class LaneViewer:
         return self.handle.is_running()
 
     def show(self, qpos: np.ndarray, arrows: Sequence[Arrow] = (), spheres: Sequence[Sphere] = ()) -> None:
-        """Draw the configuration ``qpos`` with ``arrows`` and ``spheres`` (world frame), after
-        waiting for the rest of ``period`` since the last frame."""
-        wait = self._shown_at + self.period - time.perf_counter()
-        if wait > 0:
-            time.sleep(wait)
+        """Draw the configuration ``qpos`` with ``arrows`` and ``spheres`` (world frame), once the
+        ``period`` that began with the last frame is over."""
+        now = time.perf_counter()
+        if now < self._due:
+            time.sleep(self._due - now)
+        # a frame each period, whatever drawing it takes; a caller that falls behind starts afresh
+        self._due = max(now, self._due) + self.period
         with self.handle.lock():
             self.data.qpos[:] = qpos
             mujoco.mj_kinematics(self.model, self.data)
@@ -100,7 +102,6 @@ class LaneViewer:
             scene.ngeom = 0
             add_markers(scene, arrows, spheres)
         self.handle.sync()
-        self._shown_at = time.perf_counter()
 
     def pressed(self) -> list[str]:
         """The keys of ``_KEYS`` pressed (or repeated, held down) in the window since the last call,
