@@ -28,5 +28,6 @@ def steer(command: Sequence[float], key: str,
 
 
 def describe(command: Sequence[float]) -> str:
+    """The line that tells a person steering what the command is now."""
     vx, vy, wz = command
     return f"command: vx {vx:+.2f} m/s, vy {vy:+.2f} m/s, yaw rate {wz:+.2f} rad/s"

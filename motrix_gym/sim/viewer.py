@@ -3,8 +3,8 @@
 The viewer draws a mirror of a lane (its configuration, with the commands' markers in the
 viewer's user scene); it never steps physics of its own, so its own reset and pause keys change
 nothing of the env. Keys pressed in the window are queued for the caller (``pressed``). The
-window needs a display (an X server, Xvfb included, or Wayland) and GLFW; nothing else in the
-package opens one.
+window needs a display (an X server, Xvfb included) and GLFW; nothing else in the package
+opens one.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import numpy as np
 from motrix_gym.sim.engine import mujoco
 from motrix_gym.sim.render import Arrow, Sphere, add_markers, set_visuals
 
-# The keys ``pressed`` reports, by GLFW key code; the viewer keeps every other key for itself
-# (its letters toggle what it draws).
+# The keys ``pressed`` reports, by GLFW key code; the viewer acts on every key itself as well
+# (its letters toggle what it draws), which for these changes nothing of the env.
 _KEYS = {glfw.KEY_UP: "up", glfw.KEY_DOWN: "down", glfw.KEY_LEFT: "left", glfw.KEY_RIGHT: "right",
          glfw.KEY_PAGE_UP: "page_up", glfw.KEY_PAGE_DOWN: "page_down", glfw.KEY_SPACE: "space",
          glfw.KEY_BACKSPACE: "backspace", glfw.KEY_DELETE: "delete"}
@@ -104,9 +104,9 @@ class LaneViewer:
         self.handle.sync()
 
     def pressed(self) -> list[str]:
-        """The keys of ``_KEYS`` pressed (or repeated, held down) in the window since the last call,
-        in order, by name: ``up``, ``down``, ``left``, ``right``, ``page_up``, ``page_down``,
-        ``space``, ``backspace``, ``delete``."""
+        """The keys of ``_KEYS`` pressed in the window since the last call, in order, by name:
+        ``up``, ``down``, ``left``, ``right``, ``page_up``, ``page_down``, ``space``, ``backspace``,
+        ``delete``."""
         keys = []
         while True:
             try:
