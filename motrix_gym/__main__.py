@@ -486,12 +486,14 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--viewer", action="store_true",
                     help="show lane 0 live in a window (MuJoCo's viewer, real time) instead of writing a video; "
                          "the keys steer a velocity task's command (listed when it starts)")
-    pl.add_argument("--every", type=count(1), default=2, help="keep every n-th frame")
-    pl.add_argument("--width", type=count(1, 8192), default=480, help="pixels of one lane's frame")
-    pl.add_argument("--height", type=count(1, 8192), default=360)
+    pl.add_argument("--every", type=count(1), default=None, help="with --out: keep every n-th frame (default 2)")
+    pl.add_argument("--width", type=count(1, 8192), default=None,
+                    help="with --out: pixels of one lane's frame (default 480)")
+    pl.add_argument("--height", type=count(1, 8192), default=None, help="with --out (default 360)")
     pl.add_argument("--export", choices=("onnx",), default=None, help="write policy.onnx beside the checkpoint")
     pl.add_argument("--seed", type=SEED, default=0)
-    pl.add_argument("--markers", action=argparse.BooleanOptionalAction, default=True, help=MARKERS_HELP)
+    pl.add_argument("--markers", action=argparse.BooleanOptionalAction, default=None,
+                    help=f"with --out or --viewer: {MARKERS_HELP}")
     pl.add_argument("--command", type=velocity_command, default=None, metavar="VX,VY,WZ",
                     help="velocity tasks: give every lane this command, m/s and rad/s (a negative first "
                          "value: --command=-0.5,0,0)")
@@ -586,6 +588,12 @@ def main(argv: list[str] | None = None) -> int:
             pl.error("argument --task-option: mode: play runs the task's play mode")
         if args.viewer and (args.out is not None or args.lanes != 1):
             pl.error("argument --viewer: shows lane 0 in a window; it takes neither --out nor --lanes")
+        for flag in ("every", "width", "height"):
+            if args.out is None and getattr(args, flag) is not None:
+                pl.error(f"argument --{flag}: shapes the video, which only --out writes")
+        if args.markers is not None and args.out is None and not args.viewer:
+            pl.error("argument --markers/--no-markers: markers are drawn in the video or the window: give it with "
+                     "--out or --viewer")
         _task_options(pl, args, [("command", args.command)] if args.command is not None else [], "--command",
                       mode="play")
     try:

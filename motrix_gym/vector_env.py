@@ -80,7 +80,8 @@ class MotrixVectorEnv(VectorEnv):
         render_mode: None, ``"rgb_array"`` (``render()`` gives one frame per lane, each drawn
             when read; ``width`` x ``height`` pixels per lane, the keywords of Gymnasium's MuJoCo
             envs) or ``"human"`` (a window on lane 0, MuJoCo's viewer, drawn at every ``reset``
-            and ``step`` and paced to real time; ``viewer`` is the window once open).
+            and ``step`` and paced to real time; ``viewer`` is the window once open; with
+            ``distributed``, rank 0's only).
             ``render_markers`` draws what the commands show (``mdp/markers.py``: a velocity
             command's arrows, a motion's reference bodies).
         progress: show a progress bar while the runtime compiles.
@@ -376,10 +377,13 @@ class MotrixVectorEnv(VectorEnv):
         """One (height, width, 3) uint8 frame per lane, as Gymnasium's ``VectorEnv.render`` gives
         (None without a ``render_mode``). The state is captured now; frame ``i`` is drawn when it
         is read, so reading lane 0 of thousands costs one frame. In ``"human"`` mode: lane 0 in
-        the window (opened by the first call; once the user closes it, nothing), and None."""
+        the window (opened by the first call, on rank 0 of a distributed batch; once the user
+        closes it, nothing), and None."""
         self._check_open()
-        if self.render_mode is None:
-            return None
+        if self.render_mode is None or (self.viewer is not None and not self.viewer.running):
+            return None  # nothing to draw, or a window the user closed
+        if self.render_mode == "human" and self.ranks.rank != 0:
+            return None  # one window for the whole batch: rank 0's
         lanes = slice(0, 1) if self.render_mode == "human" else slice(None)  # the window shows lane 0
         qpos = _host(self.sim.qpos[lanes])
         markers = self._markers()
@@ -417,8 +421,7 @@ class MotrixVectorEnv(VectorEnv):
 
             self.viewer = LaneViewer(build_model(self.task.scene, self.task.sim_dt, visual=True),
                                      period=self.task.step_dt, **self._camera())
-        if self.viewer.running:
-            self.viewer.show(qpos, arrows, spheres)
+        self.viewer.show(qpos, arrows, spheres)
 
     # Gymnasium's SyncVectorEnv gives one result per sub-environment; here the lanes share one env.
     def call(self, name: str, *args: Any, **kwargs: Any) -> Sequence[Any]:

@@ -839,9 +839,12 @@ def test_a_named_run_is_found_as_the_newest_by_its_time(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("bad, message", [
     ({"lanes": True}, "lanes must be an int >= 1"), ({"lanes": 0}, "lanes must be an int >= 1"),
-    ({"every": 0}, "every must be an int >= 1"), ({"steps": 0}, "steps must be None"),
+    ({"every": 0, "out": "go1.gif"}, "every must be None"), ({"steps": 0}, "steps must be None"),
     ({"steps": -5}, "steps must be None"), ({"export": "tflite"}, "export must be None or 'onnx'"),
-    ({"markers": "no"}, "markers must be True or False"), ({"viewer": 1}, "viewer must be True or False"),
+    ({"markers": "no"}, "markers must be None"), ({"viewer": 1}, "viewer must be True or False"),
+    ({"width": 640}, "width: shape the video, which only out writes"),
+    ({"every": 3, "height": 200, "viewer": True}, "every, height: shape the video, which only out writes"),
+    ({"markers": False}, "markers are drawn in the video or the window: give them with out or viewer"),
     ({"viewer": True, "lanes": 2}, "viewer shows lane 0 in a window: it takes no out"),
     ({"viewer": True, "out": "go1.gif"}, "viewer shows lane 0 in a window: it takes no out"),
     ({"env_id": "Go1WalkFlat"}, "unknown task 'Go1WalkFlat'; registered: "),

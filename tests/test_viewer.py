@@ -134,6 +134,34 @@ def test_human_mode_draws_lane_0_in_a_window_in_real_time(display):
                           capture_output=True).returncode == 1  # no window left
 
 
+RANKS = """
+import os, sys, numpy as np, torch.distributed as dist, gymnasium as gym, motrix_gym
+dist.init_process_group("gloo")
+envs = gym.make_vec("Motrix/Go1WalkFlat-v0", num_envs=2, render_mode="human", distributed=True, compile=False,
+                    progress=False)
+envs.reset(seed=0)
+for _ in range(5):
+    envs.step(np.zeros((2, 12), np.float32))
+u = envs.unwrapped
+print(f"rank {dist.get_rank()} window {u.viewer is not None and u.viewer.running}", flush=True)
+envs.close()
+dist.destroy_process_group()
+sys.stdout.flush()
+os._exit(0)  # gloo's threads can abort an interpreter's exit
+"""
+
+
+@needs_x
+def test_a_distributed_batch_opens_one_window_on_rank_0(display, tmp_path):
+    script = tmp_path / "ranks.py"
+    script.write_text(RANKS)
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          str(script)], env=on(display), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert sorted(ln for ln in run.stdout.splitlines() if ln.startswith("rank")) == ["rank 0 window True",
+                                                                                      "rank 1 window False"]
+
+
 def wait_for(path: Path, text: str, child: subprocess.Popen, timeout: float = 60.0) -> str:
     end = time.monotonic() + timeout
     while time.monotonic() < end:

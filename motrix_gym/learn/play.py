@@ -152,20 +152,23 @@ def check_policy(env_id: str, path: str | Path, ckpt: dict[str, Any], options: M
 
 
 def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None, lanes: int = 1,
-         steps: int | None = None, every: int = 2, export: str | None = None, seed: int = 0,
-         width: int = 480, height: int = 360, progress: bool = True,
-         command: Sequence[float] | None = None, markers: bool = True,
+         steps: int | None = None, every: int | None = None, export: str | None = None, seed: int = 0,
+         width: int | None = None, height: int | None = None, progress: bool = True,
+         command: Sequence[float] | None = None, markers: bool | None = None,
          task_options: Mapping[str, Any] | None = None, viewer: bool = False) -> PlayResult:
     """Run the policy of ``checkpoint_path`` (a run's folder: its last checkpoint; or a policy file
     ``export`` wrote, run by onnxruntime as a robot runs it) on ``env_id``,
     its task or another of its robot whose observations include the policy's (a policy of flat
     ground on rough ground or stairs, blind to the terms it never observed), for ``steps`` env
     steps (default: one episode, at most 10 s) on ``lanes`` lanes; write every ``every``-th frame
-    to ``out`` (.gif or .mp4, lanes tiled); ``export="onnx"`` (on the task the policy was trained
+    (default 2) of ``width`` x ``height`` pixels a lane (default 480 x 360) to ``out`` (.gif or
+    .mp4, lanes tiled); ``export="onnx"`` (on the task the policy was trained
     on) writes ``policy.onnx`` beside the checkpoint, with the metadata a robot's controller needs
     (``learn/export.py``).
     ``command=(vx, vy, yaw_rate)`` gives every lane of a velocity-tracking task that command;
-    ``markers`` draws what the commands ask in the video (``render_markers``).
+    ``markers`` draws what the commands ask in the video or the window (``render_markers``; default
+    True). Those of ``every``, ``width``, ``height`` and ``markers`` that nothing would draw with
+    are refused rather than ignored.
     ``task_options``: make-time options of the task (``heading_command=True``, ...; not ``mode``,
     which is play's), for example the ones the policy was trained with.
     ``viewer``: show lane 0 in a window (MuJoCo's viewer, real time; ``render_mode="human"``)
@@ -179,18 +182,25 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     check_id(env_id)
     if export not in (None, "onnx"):
         raise ValueError(f"export must be None or 'onnx', got {export!r}")
-    for name, value in (("lanes", lanes), ("every", every)):
-        if not (is_int(value) and value >= 1):
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if not (is_int(lanes) and lanes >= 1):
+        raise ValueError(f"lanes must be an int >= 1, got {lanes!r}")
+    if every is not None and not (is_int(every) and every >= 1):
+        raise ValueError(f"every must be None (2) or an int >= 1, got {every!r}")
     if steps is not None and not (is_int(steps) and steps >= 1):
         raise ValueError(f"steps must be None (one episode, at most 10 s) or an int >= 1, got {steps!r}")
-    if not isinstance(markers, bool):
-        raise ValueError(f"markers must be True or False, got {markers!r}")
+    if markers is not None and not isinstance(markers, bool):
+        raise ValueError(f"markers must be None (True), True or False, got {markers!r}")
     if not isinstance(viewer, bool):
         raise ValueError(f"viewer must be True or False, got {viewer!r}")
     if viewer and (out is not None or lanes != 1):
         raise ValueError("viewer shows lane 0 in a window: it takes no out (a video) and one lane, got "
                          f"out={out!r}, lanes={lanes!r}")
+    if out is None:
+        if given := [name for name, value in (("every", every), ("width", width), ("height", height))
+                     if value is not None]:
+            raise ValueError(f"{', '.join(given)}: shape the video, which only out writes (got no out)")
+        if markers is not None and not viewer:
+            raise ValueError("markers are drawn in the video or the window: give them with out or viewer")
     if not (task_options is None or isinstance(task_options, Mapping)) or "mode" in (task_options or {}):
         raise ValueError("task_options must be a mapping of the task's make-time options other than mode "
                          f"(play runs the play mode), got {task_options!r}")
@@ -209,8 +219,10 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     if export is not None and trained_on != env_id:
         raise CheckpointError(f"export describes the task a policy was trained on: play {trained_on} to export "
                               f"the policy of {str(checkpoint_path)!r}, not {env_id}")
-    render = {} if out is None else {"render_mode": "rgb_array", "width": width, "height": height,
-                                     "render_markers": markers}
+    markers = True if markers is None else markers
+    every = 2 if every is None else every
+    render = {} if out is None else {"render_mode": "rgb_array", "width": 480 if width is None else width,
+                                     "height": 360 if height is None else height, "render_markers": markers}
     start = None
     if viewer:  # the command is held once the env is made, within the task's ranges
         render = {"render_mode": "human", "render_markers": markers}
