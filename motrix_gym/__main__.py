@@ -465,7 +465,8 @@ def main(argv: list[str] | None = None) -> int:
                          "batch and PPO averages the gradients; rank 0 writes the run")
     tr.add_argument("--video", action="store_true",
                     help="record each checkpoint's policy in play mode: videos/model_<it>.mp4 in the run's folder")
-    tr.add_argument("--video-length", type=count(1), default=200, help="env steps of each video (default 200)")
+    tr.add_argument("--video-length", type=count(1), default=None,
+                    help="with --video: env steps of each video (default 200)")
     tr.add_argument("--logger", choices=("tensorboard", "wandb"), default="tensorboard",
                     help="tensorboard: events in the run's folder; wandb: those and a Weights & Biases run with "
                          "the same figures, the videos and the final comparison (pip install -e \".[wandb]\"; "
@@ -555,6 +556,8 @@ def main(argv: list[str] | None = None) -> int:
                         "task's options: give a task id, not --all")
     if args.cmd == "bench":
         _task_options(bench, args, [], "")
+    if args.cmd == "bench" and args.startup_repeats is not None and not args.startup:
+        bench.error("argument --startup-repeats: rounds of the start-up timings, which only --startup measures")
     if args.cmd == "bench" and args.startup and args.env_id is not None:
         from motrix_gym.bench import check_startup_task
 
@@ -576,6 +579,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.device.startswith("cuda:"):
             tr.error(f"argument --device: {args.device} with --distributed: give cuda (each rank uses "
                      "cuda:LOCAL_RANK)")
+    if args.cmd == "train" and args.video_length is not None and not args.video:
+        tr.error("argument --video-length: the length of the videos, which only --video records")
     if args.cmd == "train":
         from motrix_gym.learn.run_log import check_logger
 

@@ -63,8 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=out_path((".json",)), default=None, help="also write the results to this .json file")
     p.add_argument("--startup", action="store_true",
                    help="also time make -> first compiled step in fresh processes, cold and warm cache")
-    p.add_argument("--startup-repeats", type=count(1), default=1,
-                   help="rounds of warm starts with --startup (medians reported)")
+    p.add_argument("--startup-repeats", type=count(1), default=None,
+                   help="with --startup: rounds of warm starts (default 1; medians reported)")
     add_task_arguments(p)
 
 
@@ -268,7 +268,7 @@ def main(args: argparse.Namespace) -> None:
         print(f"task options: {args.task_options}")
     if args.startup:
         for r in rows:
-            r["startup"] = startup_times(r["env_id"], r["num_envs"], repeats=args.startup_repeats)
+            r["startup"] = startup_times(r["env_id"], r["num_envs"], repeats=args.startup_repeats or 1)
             st = r["startup"]
             others = ", ".join(f"{s:.1f} s at {n} lanes" for n, s in st["warm_new_lanes_s"].items())
             print(f"{r['env_id']} x{r['num_envs']}: start to first compiled step {st['cold_s']:.1f} s cold, "

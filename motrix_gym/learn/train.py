@@ -92,7 +92,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
           start_from: str | Path | None = None, compile: bool = True,
           eval_lanes: int = 64, progress: bool = True, config: PpoConfig | None = None,
           ppo: dict[str, Any] | None = None, distributed: bool = False, device: str = "cpu",
-          video: bool = False, video_length: int = 200, run_name: str | None = None,
+          video: bool = False, video_length: int | None = None, run_name: str | None = None,
           task_options: dict[str, Any] | None = None, logger: str = "tensorboard",
           wandb_project: str | None = None) -> TrainResult:
     """Train ``env_id`` for ``minutes`` of wall time or ``iterations`` PPO iterations (exactly one of
@@ -119,7 +119,7 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     simulation and the runtime there (MuJoCo Warp).
 
     ``video``: each checkpoint's policy is also recorded as ``videos/model_<it>.mp4``,
-    ``video_length`` env steps of one lane in the task's play mode, rendered off-screen on the CPU
+    ``video_length`` (default 200) env steps of one lane in the task's play mode, rendered off-screen on the CPU
     (its time counts in the budget; the training itself, its random streams included, is the same
     as without videos).
 
@@ -163,8 +163,12 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
         raise ValueError(f"eval_lanes must be an int >= 0 (0: no final comparison), got {eval_lanes!r}")
     if not isinstance(video, bool):
         raise ValueError(f"video must be True or False, got {video!r}")
+    if video_length is not None and not video:
+        raise ValueError(f"video_length {video_length!r}: the length of the videos, which only video=True records")
+    if video_length is None:
+        video_length = 200
     if not (is_int(video_length) and video_length >= 1):
-        raise ValueError(f"video_length must be an int >= 1, got {video_length!r}")
+        raise ValueError(f"video_length must be None (200) or an int >= 1, got {video_length!r}")
     ranks = Ranks.default_group() if distributed else Ranks()
     rank, world = ranks.rank, ranks.world
     lead = rank == 0
