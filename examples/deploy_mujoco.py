@@ -283,6 +283,8 @@ def run(path: str | Path, command: Sequence[float], seconds: float, model_path: 
     finally:
         if window is not None:
             window.close()
+    if not lin:  # seconds shorter than a control period, or the window closed before the first
+        return {"lin_vel_error": None, "yaw_rate_error": None, "fell_at_s": None, "seconds": 0.0}
     return {"lin_vel_error": float(np.mean(lin)), "yaw_rate_error": float(np.mean(yaw)), "fell_at_s": fell,
             "seconds": len(lin) * c.control_dt}
 
@@ -301,10 +303,16 @@ def main() -> None:
     for path in (args.policy, args.model):
         if path is not None and not Path(path).is_file():
             parser.error(f"no file {path!r}")
+    if not (np.isfinite(args.seconds) and args.seconds > 0) or not np.isfinite(args.command).all():
+        parser.error(f"--seconds must be a finite number > 0 and --command three finite numbers, got {args.seconds} "
+                     f"and {args.command}")
     if args.save_model:
         Path(args.save_model).write_text(task_spec(metadata(args.policy)["task"]).to_xml())
         return
     result = run(args.policy, args.command, args.seconds, args.model, args.viewer)
+    if result["lin_vel_error"] is None:
+        print("no control period ran: --seconds is shorter than one, or the window was closed first")
+        return
     print(f"{result['seconds']:.2f} s: mean planar-velocity error {result['lin_vel_error']:.3f} m/s, "
           f"yaw-rate error {result['yaw_rate_error']:.3f} rad/s"
           + (f"; fell at {result['fell_at_s']:.2f} s" if result["fell_at_s"] is not None else ""))

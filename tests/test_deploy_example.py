@@ -128,6 +128,11 @@ def test_the_example_runs_from_the_command_line_on_the_task_s_model_or_a_changed
         return run.stdout
 
     assert example("--seconds", "1").startswith("1.00 s: mean planar-velocity error ")
+    assert example("--seconds", "0.01").startswith("no control period ran")  # under Go1's 20 ms
+    for bad in (["--seconds", "0"], ["--seconds", "nan"], ["--command", "0", "inf", "0"]):
+        run = subprocess.run([sys.executable, "examples/deploy_mujoco.py", str(exported), *bad], capture_output=True,
+                             text=True, cwd=ROOT)
+        assert run.returncode == 2 and "--seconds must be a finite number > 0 and --command" in run.stderr, bad
     saved = tmp_path / "elsewhere" / "go1.xml"
     saved.parent.mkdir()
     assert example("--save-model", str(saved)) == ""
