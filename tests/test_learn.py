@@ -16,6 +16,8 @@ import imageio
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from torch.nn.modules.module import register_module_forward_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -333,6 +335,27 @@ def test_a_recurrent_policy_trains_plays_evaluates_exports_and_starts_another_ta
         env.close()
     with pytest.raises(ValueError, match=f"its rnn_type is '{rnn_type}', Motrix/Go1WalkStairs-v0 trains with 'none'"):
         check_init_from(env_id("Go1WalkStairs"), tiny("Go1WalkStairs"), res.checkpoint)
+
+
+@given(st.integers(0, 2**64 - 1), st.integers(1, 16), st.integers(1, 16))
+def test_the_random_baseline_gives_each_lane_actions_of_its_own_stream(seed, lanes, more):
+    """Lane i acts alike beside any number of lanes, within the action space, on streams that are
+    not the env's own lane streams of the same seed."""
+    from tensordict import TensorDict
+
+    from motrix_gym.learn.evaluate import baselines
+    from motrix_gym.runtime.rng import LaneRng
+
+    def actions(n: int) -> list[torch.Tensor]:
+        random = baselines(3, 5.0, seed)["random"]
+        return [random(TensorDict({}, batch_size=[n])) for _ in range(4)]
+
+    few, many = actions(lanes), actions(lanes + more)
+    for a, b in zip(few, many):
+        assert torch.equal(a, b[:lanes]) and a.shape == (lanes, 3) and (a.abs() <= 5.0).all()
+    env = LaneRng(lanes)
+    env.seed(seed, torch.arange(lanes))
+    assert not torch.equal(env.range(-5.0, 5.0, (3,)), few[0])
 
 
 def test_evaluate_of_a_checkpoint_is_the_run_s_final_comparison(tmp_path, capsys):

@@ -4,6 +4,7 @@ the same dataset; a lane's episodes do not depend on the lanes beside it; bad in
 nothing."""
 
 import importlib.util
+from pathlib import Path
 
 import gymnasium as gym
 import minari
@@ -269,9 +270,11 @@ def test_the_command_records_baselines_and_a_recurrent_checkpoint(datasets, tmp_
     assert "NAMESPACE/NAME-vVERSION" in capsys.readouterr().err
 
 
-def test_the_behaviour_cloning_example_clones_a_datasets_actions(datasets, capsys):
+def test_the_behaviour_cloning_example_clones_a_datasets_actions(datasets, capsys, monkeypatch):
     """examples/behaviour_cloning.py on a dataset of one constant action far from the default pose:
     the clone learns it, and scores as that action does on the task, not as zero actions do."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    from examples.behaviour_cloning import first_episode_returns
     from examples.behaviour_cloning import main as clone
 
     ds = record_dataset("motrix/go1/constant-v0", env_id("Go1WalkFlat"), lambda obs: np.full((len(obs), 12), 2.0),
@@ -281,8 +284,6 @@ def test_the_behaviour_cloning_example_clones_a_datasets_actions(datasets, capsy
     assert out["action MSE"] < 1e-3
     assert out["dataset"] == pytest.approx(np.mean([ep.rewards.sum() for ep in ds.iterate_episodes()]))
     # on the same lanes, the clone scores as the recorded policy does, zero actions otherwise
-    from examples.behaviour_cloning import first_episode_returns
-
     recorded = first_episode_returns(ds.spec.env_spec, lambda obs: np.full((len(obs), 12), 2.0), 3, 1, compile=False)
     assert abs(out["clone"] - recorded) < 0.25 * abs(out["zero actions"] - recorded)  # measured: 0.065, 0.705
     assert f"{ds.total_steps} transitions of 6 episodes" in capsys.readouterr().out

@@ -11,31 +11,18 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from motrix_gym.learn.evaluate import start_episodes
+from motrix_gym.learn.evaluate import RandomActions, start_episodes
 
 BASELINES = ("random", "zero")
 ROWS = 64  # the block a feed-forward policy's actions are computed in (``checkpoint_policy``)
-# the random baseline's lane streams are seeded with the dataset's seed xor this, so that they
-# are not the env's own lane streams (seeded with the dataset's seed)
-ACTION_STREAMS = 0x5EED_AC71
 
 
 def baseline_policy(name: str, low: np.ndarray, high: np.ndarray, seed: int) -> Callable[[np.ndarray], np.ndarray]:
-    """``random``: actions uniform over the action space [low, high], lane ``i``'s from its own
-    stream (``LaneRng``), so that a lane acts alike beside any number of others; ``zero``: zero
-    actions (the default pose)."""
-    from motrix_gym.runtime.rng import LaneRng
-
+    """``random``: actions uniform over the action space [low, high], each lane's from its own
+    stream (``evaluate.RandomActions``); ``zero``: zero actions (the default pose)."""
     if name == "random":
-        streams: list[LaneRng] = []
-
-        def random(obs: np.ndarray) -> np.ndarray:
-            if not streams:
-                streams.append(LaneRng(obs.shape[0]))
-                streams[0].seed(seed ^ ACTION_STREAMS, torch.arange(obs.shape[0]))
-            return streams[0].range(torch.from_numpy(low), torch.from_numpy(high), low.shape).numpy()
-
-        return random
+        draw = RandomActions(torch.from_numpy(low), torch.from_numpy(high), seed)
+        return lambda obs: draw(obs.shape[0]).numpy()
     if name == "zero":
         return lambda obs: np.zeros((obs.shape[0], low.shape[0]), np.float32)
     raise ValueError(f"a baseline is one of {BASELINES}, got {name!r}")

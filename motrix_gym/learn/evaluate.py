@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from motrix_gym.runtime.rng import LaneRng
+
 Act = Callable[[TensorDict], torch.Tensor]
 
 
@@ -62,12 +64,34 @@ def first_episodes(env_id: str, act: Act, lanes: int = 64, seed: int = 0, **make
             "reward_terms": {n: float(t) / steps for n, t in zip(rt.reward_names, terms)}}
 
 
+# random actions' lane streams are seeded with the env's seed xor this, so that they are not the
+# env's own lane streams (seeded with that seed)
+ACTION_STREAMS = 0x5EED_AC71
+
+
+class RandomActions:
+    """Actions uniform in ``[low, high]`` (one lane's bounds), lane ``i``'s from its own stream
+    (``LaneRng``, of ``seed`` and the lane's number), so that a lane acts alike beside any number
+    of others. Each call draws one step's actions for ``lanes`` lanes, the first call's count."""
+
+    def __init__(self, low: torch.Tensor, high: torch.Tensor, seed: int) -> None:
+        self.low, self.high, self.seed = low, high, seed
+        self.rng: LaneRng | None = None
+
+    def __call__(self, lanes: int, device: torch.device | str = "cpu") -> torch.Tensor:
+        if self.rng is None:
+            self.rng = LaneRng(lanes, device)
+            self.rng.seed(self.seed ^ ACTION_STREAMS, torch.arange(lanes, device=device))
+        return self.rng.range(self.low.to(device), self.high.to(device), tuple(self.low.shape))
+
+
 def baselines(num_actions: int, clip: float, seed: int) -> dict[str, Act]:
-    """Uniform random actions over the action space, and zero actions (the default pose)."""
-    gen = torch.Generator().manual_seed(seed)
+    """Uniform random actions over the action space (``RandomActions``), and zero actions (the
+    default pose)."""
+    draw = RandomActions(torch.full((num_actions,), -clip), torch.full((num_actions,), clip), seed)
 
     def random(obs: TensorDict) -> torch.Tensor:
-        return ((torch.rand(obs.batch_size[0], num_actions, generator=gen) * 2.0 - 1.0) * clip).to(obs.device)
+        return draw(obs.batch_size[0], obs.device)
 
     def zero(obs: TensorDict) -> torch.Tensor:
         return torch.zeros(obs.batch_size[0], num_actions, device=obs.device)
