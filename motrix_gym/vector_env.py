@@ -419,8 +419,10 @@ class MotrixVectorEnv(VectorEnv):
         if self.viewer is None:
             from motrix_gym.sim.viewer import LaneViewer
 
+            camera = self._camera()
+            del camera["lookat_height"]  # the viewer's tracking camera looks at the robot's centre of mass
             self.viewer = LaneViewer(build_model(self.task.scene, self.task.sim_dt, visual=True),
-                                     period=self.task.step_dt, **self._camera())
+                                     period=self.task.step_dt, **camera)
         self.viewer.show(qpos, arrows, spheres)
 
     # Gymnasium's SyncVectorEnv gives one result per sub-environment; here the lanes share one env.

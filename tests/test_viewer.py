@@ -91,7 +91,7 @@ def drawn(display: str, timeout: float = 20.0) -> bool:
 
 
 HUMAN = """
-import sys, time, numpy as np, gymnasium as gym, motrix_gym
+import sys, time, mujoco, numpy as np, gymnasium as gym, motrix_gym
 envs = gym.make_vec("Motrix/Go1WalkFlat-v0", num_envs=2, render_mode="human", compile=False, progress=False)
 u = envs.unwrapped
 envs.reset(seed=0)
@@ -102,7 +102,11 @@ for i in range(60):
     assert np.array_equal(u.viewer.data.qpos, u.sim.qpos[0].numpy().astype(np.float64)), i  # lane 0, drawn
 print("seconds", time.perf_counter() - t, flush=True)
 sys.stdin.readline()  # the test looks at the screen meanwhile
+cam = u.viewer.handle.cam  # the viewer's own tracking camera, on the robot's centre of mass (smoothed)
+com = u.viewer.data.subtree_com[u.runtime.program.root.body].copy()
 envs.close()
+assert cam.type == mujoco.mjtCamera.mjCAMERA_TRACKING and cam.trackbodyid == u.runtime.program.root.body
+assert np.abs(cam.lookat - com).max() < 0.01, (cam.lookat, com)
 assert not u.viewer.running
 env = gym.make("Motrix/Go1WalkFlat-v0", render_mode="human")
 env.reset(seed=1)

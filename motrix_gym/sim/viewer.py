@@ -55,19 +55,21 @@ def check_display() -> None:
 
 
 class LaneViewer:
-    """MuJoCo's viewer window on ``model``, its free camera following body ``follow`` (looking at
-    the point ``lookat_height`` m above it) from ``distance`` m, ``azimuth`` and ``elevation``
-    degrees, which the mouse then changes. ``show`` draws a configuration at most once per
-    ``period`` seconds of wall time, so that a loop calling it runs at most in real time."""
+    """MuJoCo's viewer window on ``model``, its camera tracking body ``follow`` (the centre of
+    mass of it and its children) from ``distance`` m, ``azimuth`` and ``elevation`` degrees, as the
+    viewer's own tracking camera does: the mouse turns and zooms it, Escape frees it (then the
+    mouse also pans), a double-click with Ctrl tracks another body. ``show`` draws a configuration
+    at most once per ``period`` seconds of wall time, so that a loop calling it runs at most in real
+    time."""
 
     def __init__(self, model: mujoco.MjModel, period: float, follow: int = 1, distance: float = 3.0,
-                 azimuth: float = 135.0, elevation: float = -20.0, lookat_height: float = 0.0) -> None:
+                 azimuth: float = 135.0, elevation: float = -20.0) -> None:
         import mujoco.viewer
 
         check_display()
         set_visuals(model, distance)
         self.model, self.data = model, mujoco.MjData(model)
-        self.period, self.follow, self.lookat_height = period, follow, lookat_height
+        self.period = period
         self._keys: queue.SimpleQueue[int] = queue.SimpleQueue()
         before = set(threading.enumerate())
         self.handle = mujoco.viewer.launch_passive(model, self.data, key_callback=self._keys.put,
@@ -77,6 +79,7 @@ class LaneViewer:
         self._threads = [t for t in threading.enumerate() if t not in before]
         with self.handle.lock():
             cam = self.handle.cam
+            cam.type, cam.trackbodyid = mujoco.mjtCamera.mjCAMERA_TRACKING, follow
             cam.distance, cam.azimuth, cam.elevation = distance, azimuth, elevation
         self._due = -float("inf")  # when the next frame is to be drawn (perf_counter)
 
@@ -96,8 +99,7 @@ class LaneViewer:
         with self.handle.lock():
             self.data.qpos[:] = qpos
             mujoco.mj_kinematics(self.model, self.data)
-            self.handle.cam.lookat[:] = self.data.xpos[self.follow]
-            self.handle.cam.lookat[2] += self.lookat_height
+            mujoco.mj_comPos(self.model, self.data)  # the centres of mass a tracking camera looks at
             scene = self.handle.user_scn
             scene.ngeom = 0
             add_markers(scene, arrows, spheres)
