@@ -269,10 +269,6 @@ def cmd_play(args: argparse.Namespace) -> None:
     path = resolve(args.checkpoint) if args.checkpoint else latest(args.log_dir, args.env_id)
     print(f"checkpoint: {path}")
     _add_run_overrides(args, path, "play")
-    if args.viewer:
-        from motrix_gym.learn.play import KEYS
-
-        print(f"keys in the window: {KEYS}")
     res = play(args.env_id, path, out=args.out, lanes=args.lanes, steps=args.steps, every=args.every,
                export=args.export, seed=args.seed, width=args.width, height=args.height, markers=args.markers,
                task_options=args.task_options, viewer=args.viewer)

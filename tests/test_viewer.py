@@ -258,6 +258,23 @@ def test_steering_moves_one_part_of_the_command_by_a_step_within_the_ranges(keys
     assert up == (1.0, 0.0, 0.0)  # ten presses of 0.1 make 1 exactly
 
 
+@pytest.mark.parametrize("task, options, steers", [("Go1WalkFlat", {}, True),
+                                                   ("Go1WalkFlat", {"heading_command": True}, False),
+                                                   ("G1WbtDance", {}, False)])
+def test_the_keys_help_offers_steering_only_where_a_command_can_be_held(task, options, steers):
+    import gymnasium as gym
+
+    from motrix_gym.learn.play import PLAIN_KEYS, Keys
+
+    envs = gym.make_vec(f"Motrix/{task}-v0", num_envs=1, compile=False, progress=False, **options)
+    keys = Keys(envs.unwrapped.runtime.ctx.commands.values(), (0.0, 0.0, 0.0))
+    assert keys.help == (f"{steering.HELP}, {PLAIN_KEYS}" if steers else PLAIN_KEYS)
+    if not steers:
+        with pytest.raises(ValueError, match="the task has no velocity command that can be held"):
+            Keys(envs.unwrapped.runtime.ctx.commands.values(), (0.5, 0.0, 0.0))
+    envs.close()
+
+
 def test_without_a_display_a_window_is_a_clear_error_and_nothing_runs(checkpoint, monkeypatch):
     import gymnasium as gym
 

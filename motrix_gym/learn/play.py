@@ -37,7 +37,7 @@ class PlayResult:
     trained_on: str  # the task of the policy's run
 
 
-KEYS = f"{steering.HELP}, space: pause, backspace: restart the episode; close the window (or ctrl+q) to stop"
+PLAIN_KEYS = "space: pause, backspace: restart the episode; close the window (or ctrl+q) to stop"
 
 
 class Keys:
@@ -55,6 +55,11 @@ class Keys:
             self.command.hold(self.value)
         elif any(self.value):
             raise ValueError(f"command {self.value}: the task has no velocity command that can be held")
+
+    @property
+    def help(self) -> str:
+        """What the keys do here: steering only where there is a command to steer."""
+        return PLAIN_KEYS if self.command is None else f"{steering.HELP}, {PLAIN_KEYS}"
 
     def read(self, pressed: Sequence[str]) -> bool:
         """Apply ``pressed`` (key names, in order); True when the episode is to restart."""
@@ -173,7 +178,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     which is play's), for example the ones the policy was trained with.
     ``viewer``: show lane 0 in a window (MuJoCo's viewer, real time; ``render_mode="human"``)
     instead of writing a video, for ``steps`` or until the window closes (``steps=None``), and
-    read its keys (``KEYS``): a velocity task's command is then steered from them, starting at
+    read its keys (``Keys``; their help is printed): a velocity task's command is then steered from them, starting at
     ``command`` (default: standing still)."""
     from tqdm import tqdm
 
@@ -234,6 +239,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         policy, alg = ready_policy(source, env, env_id)
         rt = base.runtime
         keys = Keys(rt.ctx.commands.values(), start) if viewer else None
+        if keys is not None:
+            tqdm.write(f"keys in the window: {keys.help}")
         if steps is None and not viewer:
             steps = min(base.task.max_episode_steps, round(10.0 / base.task.step_dt))
         rewards = torch.zeros(len(rt.reward_names), dtype=torch.float64)
