@@ -236,6 +236,7 @@ class MotrixVectorEnv(VectorEnv):
         self._totals: np.ndarray | None = None  # the commands' log totals, summed over the ranks
         self._renderer = None
         self.viewer = None  # render_mode "human": the window (sim.viewer.LaneViewer), once open
+        self._moved = False  # human mode: a reset or step since the window's last frame (that frame waits)
         self.closed = False
 
     # ------------------------------------------------------------------------------------ api
@@ -244,6 +245,7 @@ class MotrixVectorEnv(VectorEnv):
         with torch_threads_ctx(self.torch_threads):
             out = self._reset(seed, options)
         if self.render_mode == "human":
+            self._moved = True
             self.render()
         return out
 
@@ -309,6 +311,7 @@ class MotrixVectorEnv(VectorEnv):
         with torch_threads_ctx(self.torch_threads):
             out = self._step(a)
         if self.render_mode == "human":
+            self._moved = True
             self.render()
         return out
 
@@ -391,7 +394,8 @@ class MotrixVectorEnv(VectorEnv):
                   if isinstance(m, Arrows)]
         spheres = [(_host(m.pos[lanes]), m.rgba, m.radius) for m in markers if isinstance(m, Spheres)]
         if self.render_mode == "human":
-            self._show(*_lane(0, qpos, arrows, spheres))
+            self._show(*_lane(0, qpos, arrows, spheres), pace=self._moved)
+            self._moved = False
             return None
         from motrix_gym.sim.render import LaneFrames
 
@@ -414,8 +418,10 @@ class MotrixVectorEnv(VectorEnv):
                                           *self.render_size, **self._camera())
         return self._renderer.render(*_lane(i, qpos, arrows, spheres))
 
-    def _show(self, qpos: np.ndarray, arrows: list[tuple], spheres: list[tuple]) -> None:
-        """One lane's state in the window, at most once per control step of wall time."""
+    def _show(self, qpos: np.ndarray, arrows: list[tuple], spheres: list[tuple], pace: bool) -> None:
+        """One lane's state in the window; ``pace``: a new state, drawn at most once per control
+        step of wall time (a state drawn again, as by a ``render()`` after ``step``, waits for
+        nothing, so that such a loop still runs in real time)."""
         if self.viewer is None:
             from motrix_gym.sim.viewer import LaneViewer
 
@@ -423,7 +429,7 @@ class MotrixVectorEnv(VectorEnv):
             del camera["lookat_height"]  # the viewer's tracking camera looks at the robot's centre of mass
             self.viewer = LaneViewer(build_model(self.task.scene, self.task.sim_dt, visual=True),
                                      period=self.task.step_dt, **camera)
-        self.viewer.show(qpos, arrows, spheres)
+        self.viewer.show(qpos, arrows, spheres, pace)
 
     # Gymnasium's SyncVectorEnv gives one result per sub-environment; here the lanes share one env.
     def call(self, name: str, *args: Any, **kwargs: Any) -> Sequence[Any]:

@@ -4,6 +4,7 @@ tracking errors; optionally exported to ONNX, or run from such a file (``onnx_po
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,8 +257,9 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
                 if restart:
                     obs = env.reset()[0]
                     start_episodes(policy)
-                if keys.paused:
-                    base.render()  # the same state again, one control step later
+                if keys.paused:  # the same state again, one control step later
+                    time.sleep(base.task.step_dt)
+                    base.render()
                     continue
             with torch.inference_mode():
                 obs, _, dones, extras = env.step(policy(obs))

@@ -88,14 +88,16 @@ class LaneViewer:
         """False once the window was closed (by the user, or ``close``)."""
         return self.handle.is_running()
 
-    def show(self, qpos: np.ndarray, arrows: Sequence[Arrow] = (), spheres: Sequence[Sphere] = ()) -> None:
-        """Draw the configuration ``qpos`` with ``arrows`` and ``spheres`` (world frame), once the
-        ``period`` that began with the last frame is over."""
-        now = time.perf_counter()
-        if now < self._due:
-            time.sleep(self._due - now)
-        # a frame each period, whatever drawing it takes; a caller that falls behind starts afresh
-        self._due = max(now, self._due) + self.period
+    def show(self, qpos: np.ndarray, arrows: Sequence[Arrow] = (), spheres: Sequence[Sphere] = (),
+             pace: bool = True) -> None:
+        """Draw the configuration ``qpos`` with ``arrows`` and ``spheres`` (world frame): with
+        ``pace``, once the ``period`` that began with the last paced frame is over; else now."""
+        if pace:
+            now = time.perf_counter()
+            if now < self._due:
+                time.sleep(self._due - now)
+            # a frame each period, whatever drawing it takes; a caller that falls behind starts afresh
+            self._due = max(now, self._due) + self.period
         with self.handle.lock():
             self.data.qpos[:] = qpos
             mujoco.mj_kinematics(self.model, self.data)
