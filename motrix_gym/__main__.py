@@ -284,8 +284,8 @@ def cmd_play(args: argparse.Namespace) -> None:
             print(f"  {name:<36} {v:.4f}")
     if res.video:
         print(f"wrote {res.video}")
-    if res.onnx:
-        print(f"exported {res.onnx}")
+    if res.onnx or res.jit:
+        print(f"exported {res.onnx or res.jit}")
 
 
 def _add_run_overrides(args: argparse.Namespace, path: Path, mode: str) -> None:
@@ -487,7 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--width", type=count(1, 8192), default=None,
                     help="with --out: pixels of one lane's frame (default 480)")
     pl.add_argument("--height", type=count(1, 8192), default=None, help="with --out (default 360)")
-    pl.add_argument("--export", choices=("onnx",), default=None, help="write policy.onnx beside the checkpoint")
+    pl.add_argument("--export", choices=("onnx", "jit"), default=None,
+                    help="write the policy beside the checkpoint for a robot's controller: policy.onnx, or policy.pt "
+                         "(TorchScript, for torch.jit.load and libtorch), with the metadata it needs")
     pl.add_argument("--seed", type=SEED, default=0)
     pl.add_argument("--markers", action=argparse.BooleanOptionalAction, default=None,
                     help=f"with --out or --viewer: {MARKERS_HELP}")

@@ -241,6 +241,7 @@ def test_a_policy_plays_another_task_of_its_robot_blind_to_the_terms_it_never_ob
 
 
 @pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 def test_a_recurrent_policy_trains_plays_evaluates_exports_and_starts_another_task(rnn_type, tmp_path):
     """rsl_rl's recurrent models: a lane's state is zeroed when its episode ends (in play, in the
     final comparison, which then runs on another number of lanes); the ONNX file carries the state
@@ -298,15 +299,22 @@ def test_a_recurrent_policy_trains_plays_evaluates_exports_and_starts_another_ta
     env = make_rsl_rl(env_id("Go1WalkRough"), num_envs=1, compile=False, progress=False, mode="play")
     policy, _ = load_policy(res.checkpoint, env)
     state = {name: np.zeros((1, 1, 8), np.float32) for name in ({"lstm": ("h_in", "c_in"), "gru": ("h_in",)}[rnn_type])}
-    obs = env.get_observations()
+    jit = torch.jit.load(play(env_id("Go1WalkRough"), res.checkpoint, steps=1, export="jit", progress=False).jit)
+    obs, outputs = env.get_observations(), []
+    start = obs["policy"].clone()
     for _ in range(5):
         got = onnx_policy.run(None, {"obs": obs["policy"].numpy(), **state})
         with torch.inference_mode():
             want = policy(obs)
-        assert np.allclose(got[0], want.numpy(), atol=1e-5)
+            outputs.append(jit(obs["policy"]))  # the TorchScript module keeps its own state
+        assert np.allclose(got[0], want.numpy(), atol=1e-5) and torch.allclose(outputs[-1], want, atol=1e-6)
         state = dict(zip(state, got[1:]))
         obs = env.step(want)[0]
     env.close()
+    with torch.inference_mode():
+        assert not torch.equal(jit(start), outputs[0])  # from the state of five steps
+        jit.reset()  # an episode starts
+        assert torch.equal(jit(start), outputs[0])
 
     # start from the rough-ground models on stairs: the same outputs without the scan, blind to it
     stairs_cfg = tiny("Go1WalkStairs").with_(rnn_type=rnn_type, rnn_hidden_dim=8)
@@ -455,6 +463,37 @@ def test_onnx_export_reproduces_the_policy_and_says_how_to_drive_the_joints(tmp_
         target = floats("default_joint_pos") + floats("action_scale") * np.clip(got, -clip, clip)
         np.testing.assert_allclose(np.asarray(base.sim.arrays["ctrl"])[:, actuators], target, atol=1e-5)
     env.close()
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
+def test_torchscript_export_reproduces_the_policy_with_the_onnx_file_s_metadata(tmp_path, capsys):
+    import onnx
+
+    from motrix_gym.__main__ import main
+    from motrix_gym.integrations.rsl_rl import make_rsl_rl
+    from motrix_gym.learn.checkpoint import CheckpointError
+
+    go1 = env_id("Go1WalkFlat")
+    res = train(go1, iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
+                config=tiny("Go1WalkFlat"))
+    onnx_file = play(go1, res.checkpoint, steps=1, export="onnx", progress=False).onnx
+    assert main(["play", "Go1WalkFlat", "--log-dir", str(tmp_path), "--steps", "1", "--export", "jit"]) == 0
+    jit_file = res.checkpoint.with_name("policy.pt")
+    assert f"exported {jit_file}" in capsys.readouterr().out
+    extra = {"metadata.json": ""}
+    module = torch.jit.load(str(jit_file), _extra_files=extra)
+    assert json.loads(extra["metadata.json"]) == {p.key: p.value for p in onnx.load(onnx_file).metadata_props}
+    env = make_rsl_rl(go1, num_envs=4, compile=False, progress=False, mode="play")
+    policy, _ = load_policy(res.checkpoint, env)
+    obs = env.get_observations()
+    for _ in range(5):  # a batch of robots at once
+        with torch.inference_mode():
+            want = policy(obs)
+            assert torch.allclose(module(obs["policy"]), want, atol=1e-6)
+        obs = env.step(want)[0]
+    env.close()
+    with pytest.raises(CheckpointError, match="is a TorchScript module .* not a checkpoint: give its model_<it>.pt"):
+        play(go1, jit_file, steps=1, progress=False)
 
 
 def test_an_exported_policy_file_plays_and_evaluates_as_its_checkpoint(tmp_path, monkeypatch, capsys):
@@ -864,7 +903,7 @@ def test_a_named_run_is_found_as_the_newest_by_its_time(tmp_path, monkeypatch):
 @pytest.mark.parametrize("bad, message", [
     ({"lanes": True}, "lanes must be an int >= 1"), ({"lanes": 0}, "lanes must be an int >= 1"),
     ({"every": 0, "out": "go1.gif"}, "every must be None"), ({"steps": 0}, "steps must be None"),
-    ({"steps": -5}, "steps must be None"), ({"export": "tflite"}, "export must be None or 'onnx'"),
+    ({"steps": -5}, "steps must be None"), ({"export": "tflite"}, "export must be one of"),
     ({"markers": "no"}, "markers must be None"), ({"viewer": 1}, "viewer must be True or False"),
     ({"width": 640}, "width: shape the video, which only out writes"),
     ({"every": 3, "height": 200, "viewer": True}, "every, height: shape the video, which only out writes"),

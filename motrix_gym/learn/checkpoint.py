@@ -145,6 +145,11 @@ def load(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
     if not zipfile.is_zipfile(path):
         raise CheckpointError(f"checkpoint {str(path)!r} is not the zip archive that torch.save writes")
+    with zipfile.ZipFile(path) as archive:
+        if any(name.split("/")[1:2] == ["code"] for name in archive.namelist()):  # torch.jit.save's layout
+            raise CheckpointError(f"{str(path)!r} is a TorchScript module (play --export jit writes one for "
+                                  "torch.jit.load and libtorch), not a checkpoint: give its model_<it>.pt, or a "
+                                  "policy.onnx")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:

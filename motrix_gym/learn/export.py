@@ -1,7 +1,8 @@
-"""A trained policy as one ONNX file for a robot's controller: the network, observation
-normaliser included, and as metadata what the controller needs around it: which joints the
-outputs drive and how they become position targets, the servos' gains, the control period, and
-the observation terms the input is made of, in order.
+"""A trained policy as one file for a robot's controller: ONNX (``export_onnx``) or TorchScript
+(``export_jit``, for libtorch and ``torch.jit.load``), the network with its observation
+normaliser, and as metadata what the controller needs around it: which joints the outputs drive
+and how they become position targets, the servos' gains, the control period, and the observation
+terms the input is made of, in order.
 
 Each metadata value is a string; lists are comma-separated, in the order of the network's outputs
 (joints) or of its input (observation terms). A joint's target is
@@ -19,7 +20,10 @@ at an episode's first observation and advances by ``control_dt / gait_period`` (
 each later one. ``recurrent`` is ``none``, ``lstm`` or ``gru``: a recurrent policy (for one
 robot) also takes its state, ``h_in`` (and an LSTM's ``c_in``), each of shape
 ``(layers, 1, hidden)``, and returns the next, ``h_out`` (``c_out``): zeros when an episode
-starts, then what the last step returned."""
+starts, then what the last step returned. The TorchScript file holds the same metadata as the JSON
+object ``metadata.json`` among its extra files; its module maps a batch of observations to
+actions, and a recurrent one keeps one robot's state itself (``reset()`` zeroes it, as an
+episode starts), as rsl_rl's own TorchScript export does."""
 
 from __future__ import annotations
 
@@ -129,5 +133,20 @@ def export_onnx(alg: Any, target: Path, metadata: dict[str, str]) -> Path:
         entry.key, entry.value = key, value
     part = target.with_name(target.name + ".part")  # a run killed while writing keeps no half file
     onnx.save(proto, part)
+    part.replace(target)
+    return target
+
+
+def export_jit(alg: Any, target: Path, metadata: dict[str, str]) -> Path:
+    """The algorithm's policy (observation normaliser included) as one TorchScript file, with
+    ``metadata`` (and ``recurrent``) as the JSON extra file ``metadata.json``."""
+    policy = alg.get_policy()
+    recurrent = type(policy.rnn.rnn).__name__.lower() if policy.is_recurrent else "none"  # lstm or gru
+    part = target.with_name(target.name + ".part")  # a run killed while writing keeps no half file
+    with warnings.catch_warnings():  # torch deprecates TorchScript for torch.export; its loaders still read it
+        warnings.filterwarnings("ignore", r"`torch\.jit\.(script|save)` is deprecated", DeprecationWarning)
+        module = torch.jit.script(policy.as_jit().to("cpu").eval())
+        extra = {"metadata.json": json.dumps({**metadata, "recurrent": recurrent})}
+        torch.jit.save(module, str(part), _extra_files=extra)
     part.replace(target)
     return target

@@ -1,6 +1,7 @@
 """``python -m motrix_gym play``: a trained policy in the task's play mode (no observation noise,
 pushes or randomisation), rendered off-screen, with per-term reward means and the commands'
-tracking errors; optionally exported to ONNX, or run from such a file (``onnx_policy.py``)."""
+tracking errors; optionally exported to ONNX or TorchScript, or run from an ONNX file
+(``onnx_policy.py``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from motrix_gym.learn import checkpoint, steering
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import PpoConfig
 from motrix_gym.learn.evaluate import start_episodes
-from motrix_gym.learn.export import deployment_metadata, export_onnx
+from motrix_gym.learn.export import deployment_metadata, export_jit, export_onnx
 from motrix_gym.learn.model_init import check_models, init_from
 from motrix_gym.learn.onnx_policy import OnnxPolicy, is_onnx
 from motrix_gym.mdp.commands import velocity_triple
@@ -34,10 +35,12 @@ class PlayResult:
     episodes_ended: int
     terminated: int  # of those, the episodes a termination ended (a fall, ...), not a time-out
     video: Path | None
-    onnx: Path | None
+    onnx: Path | None  # export="onnx": the file written
+    jit: Path | None  # export="jit": the file written
     trained_on: str  # the task of the policy's run
 
 
+EXPORTS = (None, "onnx", "jit")
 PLAIN_KEYS = "space: pause, backspace: restart the episode; close the window (or ctrl+q) to stop"
 
 
@@ -170,7 +173,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     (default 2) of ``width`` x ``height`` pixels a lane (default 480 x 360) to ``out`` (.gif or
     .mp4, lanes tiled); ``export="onnx"`` (on the task the policy was trained
     on) writes ``policy.onnx`` beside the checkpoint, with the metadata a robot's controller needs
-    (``learn/export.py``).
+    (``learn/export.py``); ``export="jit"`` the same as TorchScript, ``policy.pt``.
     ``command=(vx, vy, yaw_rate)`` gives every lane of a velocity-tracking task that command;
     ``markers`` draws what the commands ask in the video or the window (``render_markers``; default
     True). Those of ``every``, ``width``, ``height`` and ``markers`` that nothing would draw with
@@ -186,8 +189,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
 
     check_id(env_id)
-    if export not in (None, "onnx"):
-        raise ValueError(f"export must be None or 'onnx', got {export!r}")
+    if export not in EXPORTS:
+        raise ValueError(f"export must be one of {EXPORTS}, got {export!r}")
     if not (is_int(lanes) and lanes >= 1):
         raise ValueError(f"lanes must be an int >= 1, got {lanes!r}")
     if every is not None and not (is_int(every) and every >= 1):
@@ -279,12 +282,15 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
             bar.update()
         bar.close()
         video = None if out is None else write_video(frames, out, fps=1.0 / (base.task.step_dt * every))
-        onnx = None
-        if export == "onnx":
-            onnx = export_onnx(alg, Path(checkpoint_path).with_name("policy.onnx"),
-                               deployment_metadata(base, env_id, Path(checkpoint_path)))
+        onnx = jit = None
+        if export is not None:
+            meta = deployment_metadata(base, env_id, Path(checkpoint_path))
+            if export == "onnx":
+                onnx = export_onnx(alg, Path(checkpoint_path).with_name("policy.onnx"), meta)
+            else:
+                jit = export_jit(alg, Path(checkpoint_path).with_name("policy.pt"), meta)
     finally:  # frees the renderer's GL context while its display is still up
         env.close()
     return PlayResult(ran, {n: float(r) / max(ran * lanes, 1) for n, r in zip(rt.reward_names, rewards)},
                       {k: total / max(count, 1) for k, (total, count) in metrics.items()}, ended, terminated,
-                      video, onnx, trained_on)
+                      video, onnx, jit, trained_on)
