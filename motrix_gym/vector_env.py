@@ -402,11 +402,12 @@ class MotrixVectorEnv(VectorEnv):
         return LaneFrames(self.num_envs, functools.partial(self._draw, qpos, arrows, spheres))
 
     def _camera(self) -> dict[str, Any]:
-        """The task's camera (``TaskConfig.camera``), as the renderer and the viewer take it."""
+        """The task's camera (``TaskConfig.camera``), as the renderer and the viewer take it (the
+        renderer also takes its ``lookat_height``; the viewer's tracking camera looks at the
+        robot's centre of mass)."""
         cam = self.task.camera
         return {"distance": cam.distance or min(3.0, max(1.2, 3.5 * self.task.scene.robot.base_height)),
-                "azimuth": cam.azimuth, "elevation": cam.elevation, "follow": self.runtime.program.root.body,
-                "lookat_height": cam.lookat_height}
+                "azimuth": cam.azimuth, "elevation": cam.elevation, "follow": self.runtime.program.root.body}
 
     def _draw(self, qpos: np.ndarray, arrows: list[tuple], spheres: list[tuple], i: int) -> np.ndarray:
         """Lane ``i``'s frame of a state that :meth:`render` captured."""
@@ -415,7 +416,8 @@ class MotrixVectorEnv(VectorEnv):
             from motrix_gym.sim.render import LaneRenderer
 
             self._renderer = LaneRenderer(build_model(self.task.scene, self.task.sim_dt, visual=True),
-                                          *self.render_size, **self._camera())
+                                          *self.render_size, **self._camera(),
+                                          lookat_height=self.task.camera.lookat_height)
         return self._renderer.render(*_lane(i, qpos, arrows, spheres))
 
     def _show(self, qpos: np.ndarray, arrows: list[tuple], spheres: list[tuple], pace: bool) -> None:
@@ -425,10 +427,8 @@ class MotrixVectorEnv(VectorEnv):
         if self.viewer is None:
             from motrix_gym.sim.viewer import LaneViewer
 
-            camera = self._camera()
-            del camera["lookat_height"]  # the viewer's tracking camera looks at the robot's centre of mass
             self.viewer = LaneViewer(build_model(self.task.scene, self.task.sim_dt, visual=True),
-                                     period=self.task.step_dt, **camera)
+                                     period=self.task.step_dt, **self._camera())
         self.viewer.show(qpos, arrows, spheres, pace)
 
     # Gymnasium's SyncVectorEnv gives one result per sub-environment; here the lanes share one env.

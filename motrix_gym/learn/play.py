@@ -165,8 +165,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
          width: int | None = None, height: int | None = None, progress: bool = True,
          command: Sequence[float] | None = None, markers: bool | None = None,
          task_options: Mapping[str, Any] | None = None, viewer: bool = False) -> PlayResult:
-    """Run the policy of ``checkpoint_path`` (a run's folder: its last checkpoint; or a policy file
-    ``export`` wrote, run by onnxruntime as a robot runs it) on ``env_id``,
+    """Run the policy of ``checkpoint_path`` (a run's folder: its last checkpoint; or a
+    ``policy.onnx`` that ``export="onnx"`` wrote, run by onnxruntime as a robot runs it) on ``env_id``,
     its task or another of its robot whose observations include the policy's (a policy of flat
     ground on rough ground or stairs, blind to the terms it never observed), for ``steps`` env
     steps (default: one episode, at most 10 s) on ``lanes`` lanes; write every ``every``-th frame
@@ -182,8 +182,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     which is play's), for example the ones the policy was trained with.
     ``viewer``: show lane 0 in a window (MuJoCo's viewer, real time; ``render_mode="human"``)
     instead of writing a video, for ``steps`` or until the window closes (``steps=None``), and
-    read its keys (``Keys``; their help is printed): a velocity task's command is then steered from them, starting at
-    ``command`` (default: standing still)."""
+    read its keys (``Keys``, whose help it prints): a velocity task's command is then steered from
+    them, starting at ``command`` (default: standing still)."""
     from tqdm import tqdm
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl

@@ -119,9 +119,9 @@ def train(env_id: str, num_envs: int | None = None, minutes: float | None = None
     simulation and the runtime there (MuJoCo Warp).
 
     ``video``: each checkpoint's policy is also recorded as ``videos/model_<it>.mp4``,
-    ``video_length`` (default 200) env steps of one lane in the task's play mode, rendered off-screen on the CPU
-    (its time counts in the budget; the training itself, its random streams included, is the same
-    as without videos).
+    ``video_length`` (default 200) env steps of one lane in the task's play mode, rendered
+    off-screen on the CPU (its time counts in the budget; the training itself, its random streams
+    included, is the same as without videos).
 
     ``run_name`` ends the name of the run's folder, after its start time:
     ``<log_dir>/<task>/<date>_<run_name>``.
