@@ -25,7 +25,8 @@ class MotrixEnv(gymnasium.Env):
 
     def __init__(self, task: str | TaskConfig, *, render_mode: str | None = None, compile: bool = False,
                  obs_groups: tuple[str, ...] | str = ("policy",), lane_offset: int = 0,
-                 nthread: int | None = 1, width: int = 640, height: int = 480, render_markers: bool = True,
+                 nthread: int | None = 1, width: int | None = None, height: int | None = None,
+                 render_markers: bool = True,
                  backend: str = "mujoco", **task_options: Any) -> None:
         fixed = sorted(set(task_options) & {"num_envs", "autoreset_mode"})
         if fixed:

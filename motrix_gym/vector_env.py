@@ -78,10 +78,11 @@ class MotrixVectorEnv(VectorEnv):
             restored after each call).
         lane_offset: global number of lane 0, for RNG streams shared across processes.
         render_mode: None, ``"rgb_array"`` (``render()`` gives one frame per lane, each drawn
-            when read; ``width`` x ``height`` pixels per lane, the keywords of Gymnasium's MuJoCo
-            envs) or ``"human"`` (a window on lane 0, MuJoCo's viewer, drawn at every ``reset``
-            and ``step`` and paced to real time; ``viewer`` is the window once open; with
-            ``distributed``, rank 0's only).
+            when read; ``width`` x ``height`` pixels per lane, default 640 x 480, the keywords of
+            Gymnasium's MuJoCo envs) or ``"human"`` (a window on lane 0, MuJoCo's viewer, drawn at
+            every ``reset`` and ``step`` and paced to real time; ``viewer`` is the window once open;
+            with ``distributed``, rank 0's only; the window takes its size from the viewer, so
+            ``width`` and ``height`` are refused).
             ``render_markers`` draws what the commands show (``mdp/markers.py``: a velocity
             command's arrows, a motion's reference bodies).
         progress: show a progress bar while the runtime compiles.
@@ -100,7 +101,8 @@ class MotrixVectorEnv(VectorEnv):
                  copy: bool = True, autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
                  obs_groups: tuple[str, ...] | str = ("policy",), compile: bool = True,
                  device: str | torch.device = "cpu", nthread: int | None = None, torch_threads: int = 1,
-                 lane_offset: int = 0, render_mode: str | None = None, width: int = 640, height: int = 480,
+                 lane_offset: int = 0, render_mode: str | None = None, width: int | None = None,
+                 height: int | None = None,
                  render_markers: bool = True, progress: bool = True,
                  current_kinematics: bool = True, distributed: bool = False, backend: str | None = None,
                  compile_processes: int | None = None, **task_options: Any) -> None:
@@ -120,6 +122,10 @@ class MotrixVectorEnv(VectorEnv):
                              f"got {autoreset_mode!r}") from None
         if render_mode not in (None, "rgb_array", "human"):
             raise ValueError(f"render_mode must be None, 'rgb_array' or 'human', got {render_mode!r}")
+        if render_mode == "human" and (width, height) != (None, None):
+            raise ValueError(f"width and height size render_mode='rgb_array' frames; the 'human' window takes its "
+                             f"size from MuJoCo's viewer (drag to resize it), got {width!r} x {height!r}")
+        width, height = 640 if width is None else width, 480 if height is None else height
         if not all(is_int(x) and 0 < x <= 8192 for x in (width, height)):
             raise ValueError(f"width and height must be ints in [1, 8192], got {width!r} x {height!r}")
         if render_mode == "human":

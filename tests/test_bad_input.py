@@ -96,6 +96,12 @@ def test_bad_make_kwargs():
         make(2, autoreset_mode="sometimes")
     with pytest.raises(ValueError, match="render_mode must be None, 'rgb_array' or 'human', got 'rgb'"):
         make(2, render_mode="rgb")
+    for size in ({"width": 800}, {"height": 600}):  # before a display is looked for
+        with pytest.raises(ValueError, match="width and height size render_mode='rgb_array' frames; the 'human'"):
+            make(2, render_mode="human", **size)
+    for size in ({"width": 0}, {"height": 9000}, {"width": 2.5}):
+        with pytest.raises(ValueError, match="width and height must be ints in"):
+            make(2, render_mode="rgb_array", **size)
     with pytest.raises(ValueError, match="obs_groups"):
         make(2, obs_groups=("policy", "privileged"))
     for bad in (0, 2.0, True, "2"):
