@@ -223,7 +223,9 @@ class Camera:
     """The free camera of rendered frames. It follows the robot's root body, looking at the point
     ``lookat_height`` m above the root's origin from ``distance`` m away (None: 3.5 times the
     robot's standing base height, within 1.2-3 m), from ``azimuth`` degrees around the vertical
-    and ``elevation`` degrees above the horizontal (negative: from above)."""
+    and ``elevation`` degrees above the horizontal (negative: from above). The live window
+    (``render_mode="human"``) starts from the same distance and angles, its tracking camera looking
+    at the robot's centre of mass."""
 
     distance: float | None = None
     azimuth: float = 135.0
