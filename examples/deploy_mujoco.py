@@ -224,13 +224,35 @@ def task_model(task: str) -> mujoco.MjModel:
     return task_spec(task).compile()
 
 
-def stand(model: mujoco.MjModel, data: mujoco.MjData, c: Controller, lift: float = 0.02) -> None:
-    """The robot at rest in its default pose at the origin, ``lift`` m above its standing height
-    over the ground there."""
+def spawn_point(task: str, tile: tuple[int, int] | None = None) -> tuple[float, float]:
+    """Where the robot starts on ``task`` (an id): on generated terrain, the centre of tile
+    ``tile`` = (row, column), whose flat platform robots spawn on (the row is the difficulty level,
+    from 0; default (0, 0), the easiest); on flat ground, the origin."""
+    from motrix_gym.envs import task_config, task_name
+    from motrix_gym.sim.terrain import generate
+
+    terrain = task_config(task_name(task), mode="play").scene.terrain
+    if terrain.flat:
+        if tile is not None:
+            raise ValueError(f"tile {tile}: {task} walks on flat ground, which has no tiles")
+        return 0.0, 0.0
+    centers = generate(terrain).tile_centers
+    row, col = (0, 0) if tile is None else tile
+    rows, cols = centers.shape[:2]
+    if not (0 <= row < rows and 0 <= col < cols):
+        raise ValueError(f"tile ({row}, {col}): {task}'s terrain has rows 0-{rows - 1} and columns 0-{cols - 1}")
+    return float(centers[row, col, 0]), float(centers[row, col, 1])
+
+
+def stand(model: mujoco.MjModel, data: mujoco.MjData, c: Controller, lift: float = 0.02,
+          at: tuple[float, float] = (0.0, 0.0)) -> None:
+    """The robot at rest in its default pose at ``at`` (x, y), ``lift`` m above its standing
+    height over the ground there."""
     mujoco.mj_resetData(model, data)
+    data.qpos[c.root_qpos:c.root_qpos + 2] = at
     mujoco.mj_kinematics(model, data)
     data.qpos[c.qpos_adr] = c.default
-    data.qpos[c.root_qpos + 2] += lift + ground_height(model, data, c.ground, 0.0, 0.0)
+    data.qpos[c.root_qpos + 2] += lift + ground_height(model, data, c.ground, *at)
     data.ctrl[c.actuators] = c.default
     mujoco.mj_forward(model, data)
 
@@ -244,15 +266,17 @@ def command_ranges(task: str) -> tuple[tuple[float, float], ...]:
 
 
 def run(path: str | Path, command: Sequence[float], seconds: float, model_path: str | None = None,
-        viewer: bool = False) -> dict:
-    """Drive the robot for ``seconds`` with ``command``; the mean tracking errors, and when it fell.
-    ``viewer``: show it in real time in MuJoCo's viewer, whose keys steer the command (until the
-    window is closed, at most ``seconds``)."""
+        viewer: bool = False, at: tuple[float, float] | None = None) -> dict:
+    """Drive the robot for ``seconds`` with ``command`` from ``at`` (x, y; default: the task's
+    ``spawn_point``); the mean tracking errors, and when it fell. ``viewer``: show it in real time
+    in MuJoCo's viewer, whose keys steer the command (until the window is closed, at most
+    ``seconds``)."""
     task = metadata(path)["task"]
+    at = spawn_point(task) if at is None else at
     model = mujoco.MjModel.from_xml_path(model_path) if model_path else task_model(task)
     data = mujoco.MjData(model)
     c = Controller(path, model)
-    stand(model, data, c)
+    stand(model, data, c, at=at)
     cmd = np.asarray(command, dtype=np.float64)
     window = None
     if viewer:
@@ -296,6 +320,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--viewer", action="store_true", help="watch it in MuJoCo's viewer, in real time; the "
                         "arrow keys steer the command")
+    parser.add_argument("--tile", type=int, nargs=2, metavar=("ROW", "COL"), default=None,
+                        help="on a task with generated terrain, the tile to start on (row: difficulty level from "
+                             "0; default 0 0, the easiest)")
     parser.add_argument("--model", help="an MJCF of the robot (default: the task's own model)")
     parser.add_argument("--save-model", metavar="XML", help="write the task's own model as MJCF, to change and "
                         "pass as --model (a timestep, integrator, friction, ...), and stop")
@@ -309,7 +336,11 @@ def main() -> None:
     if args.save_model:
         Path(args.save_model).write_text(task_spec(metadata(args.policy)["task"]).to_xml())
         return
-    result = run(args.policy, args.command, args.seconds, args.model, args.viewer)
+    try:
+        at = spawn_point(metadata(args.policy)["task"], None if args.tile is None else tuple(args.tile))
+    except ValueError as e:
+        parser.error(f"--tile: {e}")
+    result = run(args.policy, args.command, args.seconds, args.model, args.viewer, at)
     if result["lin_vel_error"] is None:
         print("no control period ran: --seconds is shorter than one, or the window was closed first")
         return

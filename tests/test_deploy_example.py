@@ -148,6 +148,35 @@ def test_the_example_runs_from_the_command_line_on_the_task_s_model_or_a_changed
     assert example("--model", str(saved), "--seconds", "1").startswith("1.00 s: mean planar-velocity error ")
 
 
+def test_on_terrain_the_robot_starts_on_a_tile_s_platform(deploy, policies):
+    """Go1 on stairs: the feet rest level on the platform of the tile asked for (by default the
+    easiest); tiles off the grid, and tiles of flat ground, are refused by the command line."""
+    stairs = env_id("Go1WalkStairs")
+    model = deploy.task_model(stairs)
+    data = mujoco.MjData(model)
+    c = deploy.Controller(policies("Go1WalkStairs"), model)
+    feet = [model.geom(f"{leg}_foot_collision").id for leg in ("FL", "FR", "RL", "RR")]
+
+    def under_feet(at: tuple[float, float]) -> np.ndarray:
+        deploy.stand(model, data, c, at=at)
+        assert np.allclose(data.qpos[c.root_qpos:c.root_qpos + 2], at)
+        return np.array([deploy.ground_height(model, data, c.ground, *data.geom_xpos[g, :2]) for g in feet])
+
+    for tile in (None, (0, 1), (9, 0), (9, 1)):  # stairs up and down, the easiest and the hardest
+        ground = under_feet(deploy.spawn_point(stairs, tile))
+        assert np.ptp(ground) < 1e-6, (tile, ground)
+    centres = [deploy.spawn_point(stairs, (r, k)) for r in range(10) for k in range(10)]
+    assert len(set(centres)) == 100 and deploy.spawn_point(stairs) == centres[0]
+    assert deploy.spawn_point(GO1) == (0.0, 0.0)
+    for task, tile, message in ((stairs, ["10", "0"], "rows 0-9 and columns 0-9"),
+                                (GO1, ["0", "0"], "walks on flat ground, which has no tiles")):
+        path = policies("Go1WalkStairs" if task == stairs else "Go1WalkFlat")
+        run = subprocess.run([sys.executable, "examples/deploy_mujoco.py", str(path), "--tile", *tile],
+                             capture_output=True, text=True, cwd=ROOT)
+        assert run.returncode == 2 and f"--tile: tile ({tile[0]}, {tile[1]}): " in run.stderr, run.stderr
+        assert message in run.stderr
+
+
 def test_the_metadata_give_each_term_s_parameters_and_the_gait_clock_s_period(policies, tmp_path):
     from motrix_gym.learn.checkpoint import CheckpointError
     from motrix_gym.learn.export import deployment_metadata
