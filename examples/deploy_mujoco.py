@@ -9,6 +9,7 @@ actuators are position servos on the metadata's joints).
     python examples/deploy_mujoco.py <run>/policy.onnx --save-model go1.xml  # then edit it, and:
     python examples/deploy_mujoco.py <run>/policy.onnx --model go1.xml
     python examples/deploy_mujoco.py <run>/policy.onnx --viewer  # watch it, steer it with the arrow keys
+    python examples/deploy_mujoco.py logs/Go1WalkStairs/<run>/policy.onnx --tile 5 0  # a mid-level tile
 
 It prints the mean planar-velocity and yaw-rate errors against the command, as ``play`` does,
 and when the robot fell, if it did. The observation terms it can build are those in ``TERMS``
