@@ -162,7 +162,7 @@ def test_on_terrain_the_robot_starts_on_a_tile_s_platform(deploy, policies):
         assert np.allclose(data.qpos[c.root_qpos:c.root_qpos + 2], at)
         return np.array([deploy.ground_height(model, data, c.ground, *data.geom_xpos[g, :2]) for g in feet])
 
-    for tile in (None, (0, 1), (9, 0), (9, 1)):  # stairs up and down, the easiest and the hardest
+    for tile in (None, (0, 5), (9, 0), (9, 5)):  # stairs up (columns 0-4) and down, easiest and hardest
         ground = under_feet(deploy.spawn_point(stairs, tile))
         assert np.ptp(ground) < 1e-6, (tile, ground)
     centres = [deploy.spawn_point(stairs, (r, k)) for r in range(10) for k in range(10)]
