@@ -242,7 +242,6 @@ class MotrixVectorEnv(VectorEnv):
         self._totals: np.ndarray | None = None  # the commands' log totals, summed over the ranks
         self._renderer = None
         self.viewer = None  # render_mode "human": the window (sim.viewer.LaneViewer), once open
-        self._moved = False  # human mode: a reset or step since the window's last frame (that frame waits)
         self.closed = False
 
     # ------------------------------------------------------------------------------------ api
@@ -251,8 +250,7 @@ class MotrixVectorEnv(VectorEnv):
         with torch_threads_ctx(self.torch_threads):
             out = self._reset(seed, options)
         if self.render_mode == "human":
-            self._moved = True
-            self.render()
+            self._render(pace=True)
         return out
 
     def _reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict]:
@@ -317,8 +315,7 @@ class MotrixVectorEnv(VectorEnv):
         with torch_threads_ctx(self.torch_threads):
             out = self._step(a)
         if self.render_mode == "human":
-            self._moved = True
-            self.render()
+            self._render(pace=True)
         return out
 
     def _step(self, a: np.ndarray) -> tuple[Any, Any, Any, Any, dict]:
@@ -388,6 +385,11 @@ class MotrixVectorEnv(VectorEnv):
         is read, so reading lane 0 of thousands costs one frame. In ``"human"`` mode: lane 0 in
         the window (opened by the first call, on rank 0 of a distributed batch; once the user
         closes it, nothing), and None."""
+        return self._render(pace=False)
+
+    def _render(self, pace: bool) -> Sequence[np.ndarray] | None:
+        """:meth:`render`; ``pace``: the window shows a new state (from ``reset`` or ``step``),
+        at most once per control step of wall time."""
         self._check_open()
         if self.render_mode is None or (self.viewer is not None and not self.viewer.running):
             return None  # nothing to draw, or a window the user closed
@@ -400,8 +402,7 @@ class MotrixVectorEnv(VectorEnv):
                   if isinstance(m, Arrows)]
         spheres = [(_host(m.pos[lanes]), m.rgba, m.radius) for m in markers if isinstance(m, Spheres)]
         if self.render_mode == "human":
-            self._show(*_lane(0, qpos, arrows, spheres), pace=self._moved)
-            self._moved = False
+            self._show(*_lane(0, qpos, arrows, spheres), pace)
             return None
         from motrix_gym.sim.render import LaneFrames
 
