@@ -334,11 +334,12 @@ def main() -> None:
     if not (np.isfinite(args.seconds) and args.seconds > 0) or not np.isfinite(args.command).all():
         parser.error(f"--seconds must be a finite number > 0 and --command three finite numbers, got {args.seconds} "
                      f"and {args.command}")
+    task = metadata(args.policy)["task"]
     if args.save_model:
-        Path(args.save_model).write_text(task_spec(metadata(args.policy)["task"]).to_xml())
+        Path(args.save_model).write_text(task_spec(task).to_xml())
         return
     try:
-        at = spawn_point(metadata(args.policy)["task"], None if args.tile is None else tuple(args.tile))
+        at = spawn_point(task, None if args.tile is None else tuple(args.tile))
     except ValueError as e:
         parser.error(f"--tile: {e}")
     result = run(args.policy, args.command, args.seconds, args.model, args.viewer, at)
