@@ -111,10 +111,11 @@ class MotrixVectorEnv(VectorEnv):
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
         if output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
-        if not all(isinstance(x, bool) for x in (copy, compile, render_markers, progress, current_kinematics,
-                                                 distributed)):
-            raise ValueError("copy, compile, render_markers, progress, current_kinematics and distributed must be "
-                             "bools")
+        flags = {"copy": copy, "compile": compile, "render_markers": render_markers, "progress": progress,
+                 "current_kinematics": current_kinematics, "distributed": distributed}
+        for name, value in flags.items():
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be a bool (True or False), got {value!r}")
         try:
             mode = AutoresetMode(autoreset_mode)
         except ValueError:

@@ -104,6 +104,10 @@ def test_bad_make_kwargs():
             make(2, render_mode="rgb_array", **size)
     with pytest.raises(ValueError, match="obs_groups"):
         make(2, obs_groups=("policy", "privileged"))
+    for flag, bad in (("copy", "no"), ("compile", 1), ("progress", None), ("current_kinematics", 0.0),
+                      ("distributed", "false")):
+        with pytest.raises(ValueError, match=rf"^{flag} must be a bool \(True or False\), got {re.escape(repr(bad))}$"):
+            make(2, **{flag: bad})
     for bad in (0, 2.0, True, "2"):
         with pytest.raises(ValueError, match="compile_processes must be an int >= 1"):
             make(2, compile_processes=bad)
