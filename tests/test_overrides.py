@@ -81,6 +81,11 @@ def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
     ({"commands.base_velocity.params.ranges.0": (0, "x")}, "override 'commands.base_velocity.params.ranges.0.1'"),
     ({"rewards..weight": 1.0}, "override paths are dotted names like 'rewards.alive.weight', got 'rewards..weight'"),
     ({"mode": "play"}, "override 'mode': the task has no 'mode'"),
+    ({"decimation": 0}, "override 'decimation': task 'Go1WalkFlat': decimation must be an int >= 1, got 0"),
+    ({"episode_length_s": 0.005}, "override 'episode_length_s': task 'Go1WalkFlat': episode_length_s 0.005 s is "
+                                  "shorter than half a control step (0.02 s)"),
+    ({"randomization.friction": (2.0, 1.0)}, "override 'randomization.friction': randomization friction must be "
+                                             "(lo, hi) with 0 < lo <= hi, got (2.0, 1.0)"),
 ])
 def test_a_bad_override_is_refused_naming_it(overrides, message):
     with pytest.raises(OverrideError) as e:

@@ -1,6 +1,7 @@
 """The resolver rejects broken task tables with errors that name the term."""
 
 import dataclasses
+import re
 
 import pytest
 
@@ -67,6 +68,23 @@ def test_parameter_checks():
 def test_missing_policy_group():
     with pytest.raises(TaskConfigError, match="'policy' is required"):
         resolve(dataclasses.replace(TASK, observations={}), INFO)
+
+
+@pytest.mark.parametrize("field, bad, message", [
+    ("decimation", 0, "decimation must be an int >= 1, got 0"),
+    ("decimation", 2.5, "decimation must be an int >= 1, got 2.5"),
+    ("decimation", True, "decimation must be an int >= 1, got True"),
+    ("sim_dt", 0.0, "sim_dt must be a finite number > 0, got 0.0"),
+    ("sim_dt", float("nan"), "sim_dt must be a finite number > 0, got nan"),
+    ("sim_dt", "0.005", "sim_dt must be a finite number > 0, got '0.005'"),
+    ("episode_length_s", float("inf"), "episode_length_s must be a finite number > 0, got inf"),
+    ("episode_length_s", 0.009, "episode_length_s 0.009 s is shorter than half a control step (0.02 s)"),
+])
+def test_a_task_s_timing_is_checked_as_it_is_made(field, bad, message):
+    # before a scene is built from it: nothing rounds or truncates a bad value into a working one
+    with pytest.raises(ValueError, match=f"^task 'G1WalkFlat': {re.escape(message)}$"):
+        dataclasses.replace(TASK, **{field: bad})
+    assert dataclasses.replace(TASK, **{field: getattr(TASK, field)}) == TASK
 
 
 def test_vector_kernels_must_be_a_bool_or_groups_of_the_task():

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from numbers import Real
 from pathlib import Path
 
+from motrix_gym.arguments import is_int
 from motrix_gym.manager.patterns import first_match
 from motrix_gym.manager.terms import (
     CommandTerm,
@@ -267,6 +270,18 @@ class TaskConfig:
     # observe one of them (the step graph of an env observing it, its observe graph).
     vector_kernels: bool | tuple[str, ...] = False
     camera: Camera = Camera()  # rendered frames only
+
+    def __post_init__(self) -> None:
+        # checked here, not by the resolver: the scene and the episode's length are built from them first
+        if not is_int(self.decimation) or self.decimation < 1:
+            raise ValueError(f"task {self.name!r}: decimation must be an int >= 1, got {self.decimation!r}")
+        for name in ("sim_dt", "episode_length_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, Real) or not (math.isfinite(value) and value > 0):
+                raise ValueError(f"task {self.name!r}: {name} must be a finite number > 0, got {value!r}")
+        if self.max_episode_steps < 1:
+            raise ValueError(f"task {self.name!r}: episode_length_s {self.episode_length_s!r} s is shorter than "
+                             f"half a control step ({self.step_dt:g} s)")
 
     def vector_graph(self, groups: tuple[str, ...]) -> bool:
         """Whether a graph observing ``groups`` (none: the reset graph, ...) gets vector code."""

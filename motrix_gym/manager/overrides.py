@@ -141,7 +141,11 @@ def apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
         old = current(cfg, path)
         if not _value(old):
             raise OverrideError(f"override {path!r}: it holds a {type(old).__name__}, not a value; change its fields")
-        cfg = _set(cfg, path.split("."), _fit(path, old, value))
+        new = _fit(path, old, value)
+        try:
+            cfg = _set(cfg, path.split("."), new)
+        except ValueError as e:  # a config part that refuses the value (its own checks)
+            raise OverrideError(f"override {path!r}: {e}") from None
     return cfg
 
 

@@ -310,8 +310,6 @@ def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
 
 
 def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
-    if task.decimation < 1 or task.sim_dt <= 0 or task.episode_length_s <= 0:
-        raise TaskConfigError(f"task {task.name!r}: decimation, sim_dt and episode_length_s must be positive")
     v = task.vector_kernels
     if not (isinstance(v, bool) or (isinstance(v, tuple) and all(isinstance(g, str) for g in v))):
         raise TaskConfigError(f"task {task.name!r}: vector_kernels must be a bool or a tuple of observation "
