@@ -166,8 +166,11 @@ class Ball:
     damping: float = 0.01
 
     def __post_init__(self) -> None:
-        if not (self.radius > 0 and self.mass > 0 and self.softness > 0 and self.damping >= 0):
-            raise ValueError(f"ball {self.name!r}: radius, mass and softness must be > 0, damping >= 0")
+        for name in ("radius", "mass", "softness", "damping"):
+            value = getattr(self, name)
+            if not (value >= 0 if name == "damping" else value > 0):
+                raise ValueError(f"ball {self.name!r}: {name} must be {'>= 0' if name == 'damping' else '> 0'}, "
+                                 f"got {value!r}")
 
 
 @dataclass(frozen=True)
