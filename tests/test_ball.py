@@ -84,8 +84,10 @@ def test_each_termination_fires_for_its_reason(case):
 
 
 @pytest.mark.parametrize("field, bad, message", [
-    ("radius", 0.0, "radius must be > 0, got 0.0"), ("mass", float("nan"), "mass must be > 0, got nan"),
-    ("softness", -0.01, "softness must be > 0, got -0.01"), ("damping", -1.0, "damping must be >= 0, got -1.0"),
+    ("radius", 0.0, "radius must be a finite number > 0, got 0.0"),
+    ("mass", float("nan"), "mass must be a finite number > 0, got nan"),
+    ("softness", -0.01, "softness must be a finite number > 0, got -0.01"),
+    ("damping", -1.0, "damping must be a finite number >= 0, got -1.0"),
 ])
 def test_a_ball_with_a_bad_size_or_contact_is_refused_naming_the_field(field, bad, message):
     from motrix_gym.manager.config import Ball

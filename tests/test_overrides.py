@@ -86,6 +86,13 @@ def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
                                   "shorter than half a control step (0.02 s)"),
     ({"randomization.friction": (2.0, 1.0)}, "override 'randomization.friction': randomization friction must be "
                                              "(lo, hi) with 0 < lo <= hi, got (2.0, 1.0)"),
+    ({"scene.robot.actuators.0.stiffness": -5.0}, "override 'scene.robot.actuators.0.stiffness': actuators "
+     "('.*_hip_joint', '.*_thigh_joint'): stiffness must be a finite number >= 0, got -5.0"),
+    ({"scene.robot.actuators.1.effort_limit": 0.0}, "effort_limit must be a finite number > 0, got 0.0"),
+    ({"scene.robot.actuators.1.armature": -1e-3}, "armature must be a finite number >= 0, got -0.001"),
+    ({"scene.robot.base_height": -0.3}, "override 'scene.robot.base_height': robot 'go1': base_height must be a "
+                                        "finite number > 0, got -0.3"),
+    ({"max_speed": 0.0}, "override 'max_speed': task 'Go1WalkFlat': max_speed must be a number > 0, got 0.0"),
 ])
 def test_a_bad_override_is_refused_naming_it(overrides, message):
     with pytest.raises(OverrideError) as e:

@@ -2,11 +2,13 @@
 turns noise, pushes, randomisation and delay off; the quadruped's terms read real physics."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
 
 from motrix_gym.envs import TASKS, task_config
+from motrix_gym.manager.resolver import TaskConfigError
 from motrix_gym.vector_env import MotrixVectorEnv
 
 WALK = tuple(name for name, entry in TASKS.items() if "velocity tracking" in entry.family)
@@ -254,3 +256,13 @@ def test_a_heading_command_asks_the_yaw_rate_that_turns_the_base_towards_its_hea
 def test_a_command_option_that_cannot_apply_is_refused(options, message):
     with pytest.raises(ValueError, match=f"Go1WalkFlat: .*{message}"):
         task_config("Go1WalkFlat", **options)
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ("commands.base_velocity.params.ranges.0", (1.0, -1.0), "ranges must be three (lo, hi) pairs of finite numbers "
+     "with lo <= hi (vx, vy, yaw rate), got ((1.0, -1.0), (-1.0, 1.0), (-1.0, 1.0))"),
+    ("commands.base_velocity.params.standing_fraction", 1.5, "standing_fraction must be in [0, 1], got 1.5"),
+])
+def test_a_velocity_command_with_bad_parameters_is_refused_naming_the_term(path, value, message):
+    with pytest.raises(TaskConfigError, match="^command term 'base_velocity': velocity command: " + re.escape(message)):
+        MotrixVectorEnv("Go1WalkFlat", 2, compile=False, overrides={path: value})

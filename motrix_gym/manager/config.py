@@ -20,6 +20,15 @@ from motrix_gym.manager.terms import (
 )
 
 
+def require(owner: str, name: str, value: object, strict: bool = True, finite: bool = True) -> None:
+    """``value`` is a real number > 0 (>= 0 where not ``strict``; infinite allowed where not
+    ``finite``); else a ValueError naming ``owner`` and ``name``."""
+    if not (isinstance(value, Real) and not isinstance(value, bool) and (math.isfinite(value) or not finite)
+            and (value > 0 if strict else value >= 0)):
+        raise ValueError(f"{owner}: {name} must be a {'finite ' if finite else ''}number {'>' if strict else '>='} 0, "
+                         f"got {value!r}")
+
+
 @dataclass(frozen=True)
 class ActuatorGroup:
     """Position actuators (PD) for the joints matching ``joints`` (regexes, full match)."""
@@ -30,6 +39,13 @@ class ActuatorGroup:
     effort_limit: float
     armature: float
     velocity_limit: float = float("inf")  # rad/s, the motor's no-load speed (checks, not enforced)
+
+    def __post_init__(self) -> None:
+        owner = f"actuators {self.joints!r}"
+        for name in ("stiffness", "damping", "armature"):
+            require(owner, name, getattr(self, name), strict=False)
+        require(owner, "effort_limit", self.effort_limit)
+        require(owner, "velocity_limit", self.velocity_limit, finite=False)
 
 
 @dataclass(frozen=True)
@@ -65,6 +81,9 @@ class RobotConfig:
     base_height: float  # height of the root body above the ground in the default pose, standing
     root_body: str  # the body of the robot's free joint
     mirror: Mirror | None = None  # None: the robot is not mirror-symmetric (or not described so)
+
+    def __post_init__(self) -> None:
+        require(f"robot {self.name!r}", "base_height", self.base_height)
 
     def actuator_of(self, joint: str) -> ActuatorGroup | None:
         """The first actuator group whose patterns match ``joint``."""
@@ -167,10 +186,7 @@ class Ball:
 
     def __post_init__(self) -> None:
         for name in ("radius", "mass", "softness", "damping"):
-            value = getattr(self, name)
-            if not (value >= 0 if name == "damping" else value > 0):
-                raise ValueError(f"ball {self.name!r}: {name} must be {'>= 0' if name == 'damping' else '> 0'}, "
-                                 f"got {value!r}")
+            require(f"ball {self.name!r}", name, getattr(self, name), strict=name != "damping")
 
 
 @dataclass(frozen=True)
@@ -279,9 +295,8 @@ class TaskConfig:
         if not is_int(self.decimation) or self.decimation < 1:
             raise ValueError(f"task {self.name!r}: decimation must be an int >= 1, got {self.decimation!r}")
         for name in ("sim_dt", "episode_length_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, Real) or not (math.isfinite(value) and value > 0):
-                raise ValueError(f"task {self.name!r}: {name} must be a finite number > 0, got {value!r}")
+            require(f"task {self.name!r}", name, getattr(self, name))
+        require(f"task {self.name!r}", "max_speed", self.max_speed, finite=False)
         if self.max_episode_steps < 1:
             raise ValueError(f"task {self.name!r}: episode_length_s {self.episode_length_s!r} s is shorter than "
                              f"half a control step ({self.step_dt:g} s)")

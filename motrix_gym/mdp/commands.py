@@ -58,6 +58,13 @@ class VelocityCommand:
                  standing_fraction: float = 0.2, resample_s: float = 10.0, marker_height: float = 0.5,
                  levels: tuple[float, ...] = (1.0,), good_error: float = 0.25,
                  heading: tuple[float, float] | None = None, heading_gain: float = 0.5) -> None:
+        pairs = tuple(ranges) if isinstance(ranges, (tuple, list)) else ()
+        if len(pairs) != 3 or not all(len(r) == 2 and all(math.isfinite(v) for v in r) and r[0] <= r[1]
+                                      for r in pairs):
+            raise ValueError(f"velocity command: ranges must be three (lo, hi) pairs of finite numbers with "
+                             f"lo <= hi (vx, vy, yaw rate), got {ranges!r}")
+        if not 0.0 <= standing_fraction <= 1.0:
+            raise ValueError(f"velocity command: standing_fraction must be in [0, 1], got {standing_fraction!r}")
         if not (levels and levels[0] > 0 and all(a <= b for a, b in zip(levels, levels[1:]))):
             raise ValueError(f"velocity command: levels must be increasing factors > 0, got {levels!r}")
         if heading is not None and not (len(heading) == 2 and heading[0] <= heading[1] and heading_gain > 0):

@@ -238,7 +238,10 @@ class TorchManagerRuntime:
         self.real = torch.arange(L) < n  # padding lanes are never reset or reported
 
         for c in program.commands:
-            ctx.commands[c.name] = c.func(ctx, **c.params)
+            try:
+                ctx.commands[c.name] = c.func(ctx, **c.params)
+            except ValueError as e:  # the term's own check of its parameters
+                raise TaskConfigError(f"command term {c.name!r}: {e}") from None
 
         self.reward_names = tuple(t.name for t in program.rewards)
         self.termination_names = tuple(t.name for t in program.terminations)
