@@ -1,6 +1,8 @@
 """Generated terrain: heights equal MuJoCo's own ray casts, robots spawn standing on the ground,
 the height scan reads the steps, the curriculum moves lanes."""
 
+import re
+
 import mujoco
 import numpy as np
 import pytest
@@ -74,6 +76,27 @@ def test_terrain_is_deterministic_and_seeded():
     assert not np.array_equal(generate(cfg).heights, generate(other).heights)
     with pytest.raises(ValueError, match="platform"):
         TerrainConfig(sub_terrains=(SubTerrain("rough"),), tile_size=2.0)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: SubTerrain("pyramid_stairs", step_width=0.0), "sub-terrain 'pyramid_stairs': step_width must be a finite "
+                                                           "number > 0, got 0.0"),
+    (lambda: SubTerrain("pyramid_stairs", step_height=(-0.05, 0.2)), "step_height must be a finite number >= 0, "
+                                                                     "got -0.05"),
+    (lambda: SubTerrain("rough", noise_step=-0.1), "noise_step must be a finite number > 0, got -0.1"),
+    (lambda: SubTerrain("rough", noise=(0.02, float("nan"))), "noise must be a finite number >= 0, got nan"),
+    (lambda: SubTerrain("pyramid_slope", slope=(0.0, -0.4)), "slope must be a finite number >= 0, got -0.4"),
+    (lambda: TerrainConfig(resolution=0.0), "terrain: resolution must be a finite number > 0, got 0.0"),
+    (lambda: TerrainConfig(tile_size=-8.0), "terrain: tile_size must be a finite number > 0, got -8.0"),
+    (lambda: TerrainConfig(border=-1.0), "terrain: border must be a finite number >= 0, got -1.0"),
+    (lambda: TerrainConfig(seed=-1), "terrain: seed must be an int >= 0, got -1"),
+    (lambda: TerrainConfig(rows=2.0), "terrain: rows must be an int >= 1, got 2.0"),
+    (lambda: TerrainConfig(sub_terrains=(SubTerrain("rough"),), border=4.05),
+     "terrain: border 4.05 is not a multiple of resolution 0.1"),
+])
+def test_a_terrain_part_with_a_value_it_cannot_build_is_refused_naming_it(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make()
 
 
 def lowest_points(model: mujoco.MjModel, data: mujoco.MjData, body: int) -> np.ndarray:

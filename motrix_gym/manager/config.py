@@ -133,8 +133,12 @@ class SubTerrain:
     def __post_init__(self) -> None:
         if self.kind not in SUB_TERRAINS:
             raise ValueError(f"sub-terrain kind {self.kind!r} is not one of {SUB_TERRAINS}")
-        if not self.proportion > 0:
-            raise ValueError(f"sub-terrain {self.kind!r}: proportion must be > 0, got {self.proportion}")
+        owner = f"sub-terrain {self.kind!r}"
+        for name in ("proportion", "noise_step", "step_width", "platform"):
+            require(owner, name, getattr(self, name))
+        for name in ("noise", "step_height", "slope"):  # (at difficulty 0, at difficulty 1)
+            for value in getattr(self, name):
+                require(owner, name, value, strict=False)
 
 
 @dataclass(frozen=True)
@@ -153,16 +157,25 @@ class TerrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.sub_terrains and (self.rows < 1 or self.cols < len(self.sub_terrains)):
+        for name in ("rows", "cols", "seed"):
+            value = getattr(self, name)
+            if not is_int(value) or value < (0 if name == "seed" else 1):
+                raise ValueError(f"terrain: {name} must be an int >= {0 if name == 'seed' else 1}, got {value!r}")
+        for name in ("tile_size", "resolution"):
+            require("terrain", name, getattr(self, name))
+        require("terrain", "border", self.border, strict=False)
+        if self.cols < len(self.sub_terrains):
             raise ValueError(f"terrain: {self.rows} rows x {self.cols} columns cannot hold "
                              f"{len(self.sub_terrains)} sub-terrains (one column each at least)")
         for sub in self.sub_terrains:
             if not 0 < sub.platform < self.tile_size:
                 raise ValueError(f"terrain: the {sub.kind!r} platform ({sub.platform} m) must be inside the "
                                  f"{self.tile_size} m tile")
-        cells = self.tile_size / self.resolution
-        if self.sub_terrains and abs(cells - round(cells)) > 1e-9:
-            raise ValueError(f"terrain: tile_size {self.tile_size} is not a multiple of resolution {self.resolution}")
+        for name in ("tile_size", "border"):
+            cells = getattr(self, name) / self.resolution
+            if self.sub_terrains and abs(cells - round(cells)) > 1e-9:
+                raise ValueError(f"terrain: {name} {getattr(self, name)} is not a multiple of resolution "
+                                 f"{self.resolution}")
 
     @property
     def flat(self) -> bool:
