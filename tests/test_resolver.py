@@ -87,6 +87,17 @@ def test_a_task_s_timing_is_checked_as_it_is_made(field, bad, message):
     assert dataclasses.replace(TASK, **{field: getattr(TASK, field)}) == TASK
 
 
+@pytest.mark.parametrize("change, message", [
+    ({"clip": 0.0}, "action 'joint_pos': clip must be a finite number > 0 (the action space is [-clip, clip]), "
+                    "got 0.0"),
+    ({"clip": float("inf")}, "clip must be a finite number > 0 (the action space is [-clip, clip]), got inf"),
+    ({"scale": {"left_knee_joint": float("nan"), ".*": 0.5}}, "the scale of ['left_knee_joint'] is not finite"),
+])
+def test_an_action_s_clip_and_scales_are_finite(change, message):
+    with pytest.raises(TaskConfigError, match=re.escape(message)):
+        resolve(dataclasses.replace(TASK, actions=dataclasses.replace(TASK.actions, **change)), INFO)
+
+
 def test_vector_kernels_must_be_a_bool_or_groups_of_the_task():
     with pytest.raises(TaskConfigError, match="vector_kernels must be a bool or a tuple of observation groups, got 1"):
         resolve(dataclasses.replace(TASK, vector_kernels=1), INFO)

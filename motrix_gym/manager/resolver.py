@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -348,7 +349,8 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     for e in task.events:
         lo, hi = e.interval_s
         if not 0 < lo <= hi:
-            raise TaskConfigError(f"event term {e.name!r}: interval_s must be (lo, hi) with 0 < lo <= hi")
+            raise TaskConfigError(f"event term {e.name!r}: interval_s must be (lo, hi) with 0 < lo <= hi, "
+                                  f"got {e.interval_s!r}")
 
     act = task.actions
     joints = resolve_joints(act.joints, model, "action 'joint_pos'")
@@ -365,6 +367,12 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
             scales.append(float(hit))
     else:
         scales = [float(act.scale)] * len(joints.names)
+    bad_scales = [n for n, v in zip(joints.names, scales) if not math.isfinite(v)]
+    if bad_scales:
+        raise TaskConfigError(f"action 'joint_pos': the scale of {bad_scales} is not finite")
+    if not (isinstance(act.clip, (int, float)) and not isinstance(act.clip, bool) and 0 < act.clip < math.inf):
+        raise TaskConfigError(f"action 'joint_pos': clip must be a finite number > 0 (the action space is "
+                              f"[-clip, clip]), got {act.clip!r}")
     if not isinstance(act.max_delay, int) or isinstance(act.max_delay, bool) or act.max_delay < 0:
         raise TaskConfigError(f"action 'joint_pos': max_delay must be an int >= 0 (control steps), got "
                               f"{act.max_delay!r}")
