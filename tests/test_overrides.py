@@ -4,6 +4,7 @@ it, the env runs what was asked, and a training run keeps them."""
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -53,6 +54,8 @@ def leaves(obj, path=""):
     ("scene.terrain.seed", 7, 7),
     ("episode_length_s", 10, 10.0),
     ("actions.clip", 3.0, 3.0),
+    ("actions.scale..*_calf_joint", 0.3, 0.3),  # a dict's key with dots in it, whole
+    ("scene.robot.default_joint_pos..*_thigh_joint", 1.0, 1.0),
 ])
 def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
     cfg = apply(BASE, {path: value})
@@ -80,6 +83,8 @@ def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
     ({"commands.base_velocity.params.ranges.0": (0, 1, 2)}, "expected a tuple of 2, like (-1.0, 1.0)"),
     ({"commands.base_velocity.params.ranges.0": (0, "x")}, "override 'commands.base_velocity.params.ranges.0.1'"),
     ({"rewards..weight": 1.0}, "override paths are dotted names like 'rewards.alive.weight', got 'rewards..weight'"),
+    ({"actions.scale..*_foot_joint": 1.0},
+     "override 'actions.scale..*_foot_joint': actions.scale has no '.*_foot_joint' (it has ['.*_calf_joint', "),
     ({"mode": "play"}, "override 'mode': the task has no 'mode'"),
     ({"decimation": 0}, "override 'decimation': task 'Go1WalkFlat': decimation must be an int >= 1, got 0"),
     ({"episode_length_s": 0.005}, "override 'episode_length_s': task 'Go1WalkFlat': episode_length_s 0.005 s is "
@@ -153,6 +158,8 @@ def test_a_run_keeps_its_overrides_and_the_command_line_reads_them(tmp_path, cap
     argv = ["play", "Go1WalkFlat", "--checkpoint", str(again.checkpoint), "--steps", "3"]
     assert main([*argv, "--override", "rewards.alive.weight=0"]) == 0
     assert "alive                +0.00000" in capsys.readouterr().out
+    assert main(["describe", "Go1WalkFlat", "--override", "actions.scale..*_calf_joint=0.3"]) == 0
+    assert re.search(r"FR_calf_joint +-1\.800 +0\.300", capsys.readouterr().out)
     for bad, message in ((["--override", "rewards.alive.weight=x"], "argument --override: override "
                                                                     "'rewards.alive.weight': expected a finite number"),
                          (["--override", "alive=1"], "argument --override: override 'alive': the task has no"),

@@ -3,7 +3,8 @@
 ``events.push.interval_s``, ``commands.base_velocity.params.ranges``, ``episode_length_s``.
 
 A path walks a dataclass by field, a tuple of terms by term name, a dict (observation groups, a
-term's params) by key and another tuple of parts or of tuples by index
+term's params, per-joint action scales) by key, a key with dots in it whole
+(``actions.scale..*_knee_joint``), and another tuple of parts or of tuples by index
 (``scene.terrain.sub_terrains.0.noise``, ``commands.base_velocity.params.ranges.2``). A new value
 must be of the kind it replaces: a bool for a bool, an int for an int, a number for a float, a str
 for a str, a tuple of as many for a tuple (each element so), anything where the config holds None.
@@ -113,11 +114,29 @@ def _walk(obj: Any, parts: list[str], done: str) -> Any:
     return _walk(children[parts[0]], parts[1:], f"{done}.{parts[0]}" if done else parts[0])
 
 
+def _parts(cfg: Any, path: str) -> list[str]:
+    """``path`` split at its dots, but for a dict's key that has dots in it (a joint regex such as
+    ``.*_knee_joint``), which stays one part: the longest key that the rest of the path begins with."""
+    if not isinstance(path, str):
+        raise OverrideError(f"override paths are dotted names like 'rewards.alive.weight', got {path!r}")
+    pieces, parts, obj = path.split("."), [], cfg
+    while pieces:
+        children = _children(obj) or {}
+        n = next((n for n in range(len(pieces), 1, -1) if isinstance(obj, Mapping)
+                  and ".".join(pieces[:n]) in children), 1)
+        if (n == 1 and isinstance(obj, Mapping) and pieces[0] not in children
+                and all(_children(v) is None for v in children.values())):
+            n = len(pieces)  # a dict of values (joint regex -> number): the rest is the key it lacks
+        parts.append(".".join(pieces[:n]))
+        obj, pieces = children.get(parts[-1]), pieces[n:]
+    if not (parts and all(parts)):
+        raise OverrideError(f"override paths are dotted names like 'rewards.alive.weight', got {path!r}")
+    return parts
+
+
 def current(cfg: Any, path: str) -> Any:
     """The value at ``path`` in ``cfg``; an OverrideError if there is none."""
-    if not (isinstance(path, str) and path and all(path.split("."))):
-        raise OverrideError(f"override paths are dotted names like 'rewards.alive.weight', got {path!r}")
-    return _walk(cfg, path.split("."), "")
+    return _walk(cfg, _parts(cfg, path), "")
 
 
 def found_in(cfg: Any, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -143,7 +162,7 @@ def apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
             raise OverrideError(f"override {path!r}: it holds a {type(old).__name__}, not a value; change its fields")
         new = _fit(path, old, value)
         try:
-            cfg = _set(cfg, path.split("."), new)
+            cfg = _set(cfg, _parts(cfg, path), new)
         except ValueError as e:  # a config part that refuses the value (its own checks)
             raise OverrideError(f"override {path!r}: {e}") from None
     return cfg
