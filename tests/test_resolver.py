@@ -98,6 +98,27 @@ def test_an_action_s_clip_and_scales_are_finite(change, message):
         resolve(dataclasses.replace(TASK, actions=dataclasses.replace(TASK.actions, **change)), INFO)
 
 
+def with_first_policy_term(**change):
+    first, *rest = TASK.observations["policy"]
+    return dataclasses.replace(TASK, observations={**TASK.observations,
+                                                   "policy": (dataclasses.replace(first, **change), *rest)})
+
+
+@pytest.mark.parametrize("task, message", [
+    (lambda: dataclasses.replace(TASK, rewards=(dataclasses.replace(TASK.rewards[0], weight=float("nan")),)),
+     "reward term 'track_lin_vel': weight must be a finite number, got nan"),
+    (lambda: dataclasses.replace(TASK, rewards=(dataclasses.replace(TASK.rewards[0], weight="1"),)),
+     "reward term 'track_lin_vel': weight must be a finite number, got '1'"),
+    (lambda: with_first_policy_term(scale=float("inf")), "scale must be a finite number, got inf"),
+    (lambda: with_first_policy_term(noise=(float("nan"), 0.1)),
+     "noise must be (lo, hi), finite numbers with lo <= hi, got (nan, 0.1)"),
+    (lambda: with_first_policy_term(clip=(1.0, -1.0)), "clip must be (lo, hi) with lo < hi, got (1.0, -1.0)"),
+])
+def test_weights_scales_noise_and_clips_that_would_make_nan_or_nothing_are_refused(task, message):
+    with pytest.raises(TaskConfigError, match=re.escape(message)):
+        resolve(task(), INFO)
+
+
 def test_vector_kernels_must_be_a_bool_or_groups_of_the_task():
     with pytest.raises(TaskConfigError, match="vector_kernels must be a bool or a tuple of observation groups, got 1"):
         resolve(dataclasses.replace(TASK, vector_kernels=1), INFO)

@@ -303,6 +303,10 @@ def _resolve_terms(kind: str, terms: tuple[Any, ...], model: ModelInfo, skip: in
     return tuple(out)
 
 
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     """Validate ``task`` against ``model`` and emit the program the runtime runs, its tensors on
     the CPU whatever torch's default device is (``on_device`` moves them)."""
@@ -325,10 +329,15 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
         if not terms:
             raise TaskConfigError(f"observation group {group!r} has no terms")
         for t in terms:
-            if t.noise is not None and not (len(t.noise) == 2 and t.noise[0] <= t.noise[1]):
-                raise TaskConfigError(f"observation term {t.name!r}: noise must be (lo, hi) with lo <= hi")
+            if not _finite(t.scale):
+                raise TaskConfigError(f"observation term {t.name!r}: scale must be a finite number, got {t.scale!r}")
+            if t.noise is not None and not (len(t.noise) == 2 and all(map(_finite, t.noise))
+                                            and t.noise[0] <= t.noise[1]):
+                raise TaskConfigError(f"observation term {t.name!r}: noise must be (lo, hi), finite numbers with "
+                                      f"lo <= hi, got {t.noise!r}")
             if t.clip is not None and not (len(t.clip) == 2 and t.clip[0] < t.clip[1]):
-                raise TaskConfigError(f"observation term {t.name!r}: clip must be (lo, hi) with lo < hi")
+                raise TaskConfigError(f"observation term {t.name!r}: clip must be (lo, hi) with lo < hi, "
+                                      f"got {t.clip!r}")
             if not (isinstance(t.history, int) and not isinstance(t.history, bool) and t.history >= 1):
                 raise TaskConfigError(f"observation term {t.name!r}: history must be an int >= 1 (observations "
                                       f"kept, the current one included), got {t.history!r}")
@@ -343,6 +352,9 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
                 raise TaskConfigError(f"observation term {t.name!r}: delay_every={t.delay_every} draws the lag again "
                                       f"from a range, but delay {t.delay} is one value")
 
+    for t in task.rewards:
+        if not _finite(t.weight):
+            raise TaskConfigError(f"reward term {t.name!r}: weight must be a finite number, got {t.weight!r}")
     bad_reads = [r for r in task.extra_reads if r not in EXTRA_READS]
     if bad_reads:
         raise TaskConfigError(f"task {task.name!r}: cannot read {bad_reads}; extra reads are {EXTRA_READS}")
@@ -370,7 +382,7 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     bad_scales = [n for n, v in zip(joints.names, scales) if not math.isfinite(v)]
     if bad_scales:
         raise TaskConfigError(f"action 'joint_pos': the scale of {bad_scales} is not finite")
-    if not (isinstance(act.clip, (int, float)) and not isinstance(act.clip, bool) and 0 < act.clip < math.inf):
+    if not (_finite(act.clip) and act.clip > 0):
         raise TaskConfigError(f"action 'joint_pos': clip must be a finite number > 0 (the action space is "
                               f"[-clip, clip]), got {act.clip!r}")
     if not isinstance(act.max_delay, int) or isinstance(act.max_delay, bool) or act.max_delay < 0:
