@@ -89,8 +89,8 @@ def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
     ({"decimation": 0}, "override 'decimation': task 'Go1WalkFlat': decimation must be an int >= 1, got 0"),
     ({"episode_length_s": 0.005}, "override 'episode_length_s': task 'Go1WalkFlat': episode_length_s 0.005 s is "
                                   "shorter than half a control step (0.02 s)"),
-    ({"randomization.friction": (2.0, 1.0)}, "override 'randomization.friction': randomization friction must be "
-                                             "(lo, hi) with 0 < lo <= hi, got (2.0, 1.0)"),
+    ({"randomization.friction": (2.0, 1.0)}, "override 'randomization.friction': randomization: friction must be "
+                                             "(lo, hi), finite, with 0 < lo <= hi, got (2.0, 1.0)"),
     ({"scene.robot.actuators.0.stiffness": -5.0}, "override 'scene.robot.actuators.0.stiffness': actuators "
      "('.*_hip_joint', '.*_thigh_joint'): stiffness must be a finite number >= 0, got -5.0"),
     ({"scene.robot.actuators.1.effort_limit": 0.0}, "effort_limit must be a finite number > 0, got 0.0"),

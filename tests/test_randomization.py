@@ -97,3 +97,19 @@ def test_an_action_delay_that_is_not_a_count_is_refused(max_delay):
     cfg = dataclasses.replace(cfg, actions=dataclasses.replace(cfg.actions, max_delay=max_delay))
     with pytest.raises(TaskConfigError, match=rf"max_delay must be an int >= 0 \(control steps\), got {max_delay!r}"):
         MotrixVectorEnv(cfg, 2, compile=False)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda R: R(mass_scale=(1.0, float("inf"))), "randomization: mass_scale must be (lo, hi), finite, with 0 < lo "
+                                                  "<= hi, got (1.0, inf)"),
+    (lambda R: R(gain_scale=(float("nan"), 1.0)), "randomization: gain_scale must be (lo, hi), finite"),
+    (lambda R: R(com_offset=float("nan")), "randomization: com_offset must be a finite number >= 0, got nan"),
+    (lambda R: R(com_offset=-0.01), "randomization: com_offset must be a finite number >= 0, got -0.01"),
+])
+def test_a_range_that_draws_nan_or_inf_is_refused_naming_it(make, message):
+    import re
+
+    from motrix_gym.manager.config import Randomization
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make(Randomization)

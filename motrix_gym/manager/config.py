@@ -224,8 +224,9 @@ class BallRandomization:
     def __post_init__(self) -> None:
         for name in ("radius", "mass", "friction", "softness", "damping"):
             lo, hi = getattr(self, name)
-            if not 0 <= lo <= hi or (name != "damping" and lo == 0):
-                raise ValueError(f"ball randomization {name} must be (lo, hi) with 0 < lo <= hi, got {(lo, hi)}")
+            if not 0 <= lo <= hi < math.inf or (name != "damping" and lo == 0):
+                raise ValueError(f"ball randomization: {name} must be (lo, hi), finite, with 0 < lo <= hi "
+                                 f"(0 <= lo for damping), got {(lo, hi)}")
 
 
 @dataclass(frozen=True)
@@ -247,10 +248,9 @@ class Randomization:
     def __post_init__(self) -> None:
         for name in ("friction", "mass_scale", "gain_scale"):
             lo, hi = getattr(self, name)
-            if not 0 < lo <= hi:
-                raise ValueError(f"randomization {name} must be (lo, hi) with 0 < lo <= hi, got {(lo, hi)}")
-        if self.com_offset < 0:
-            raise ValueError(f"randomization com_offset must be >= 0, got {self.com_offset}")
+            if not 0 < lo <= hi < math.inf:
+                raise ValueError(f"randomization: {name} must be (lo, hi), finite, with 0 < lo <= hi, got {(lo, hi)}")
+        require("randomization", "com_offset", self.com_offset, strict=False)
 
 
 @dataclass(frozen=True)
