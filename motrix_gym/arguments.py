@@ -1,4 +1,5 @@
-"""Checks of the values users pass: ``is_int`` for the API's counts, lanes and seeds, and the
+"""Checks of the values users pass: ``is_int`` for the API's counts, lanes and seeds,
+``is_number`` for the numbers of task configs, and the
 command line's argument types that check a number's range or a device's name, so that a bad
 value is argparse's one-line error naming the option, before anything runs.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import numbers
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +25,11 @@ from pathlib import Path
 def is_int(x: object) -> bool:
     """An int that is not a bool (``True`` is an int to Python, never a count, lane or seed here)."""
     return isinstance(x, int) and not isinstance(x, bool)
+
+
+def is_number(x: object, finite: bool = True) -> bool:
+    """A real number that is not a bool, and finite unless ``finite`` is False."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and (not finite or math.isfinite(x))
 
 
 def count(lo: int, hi: int | None = None) -> Callable[[str], int]:

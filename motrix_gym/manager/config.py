@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from numbers import Real
 from pathlib import Path
 
-from motrix_gym.arguments import is_int
+from motrix_gym.arguments import is_int, is_number
 from motrix_gym.manager.patterns import first_match
 from motrix_gym.manager.terms import (
     CommandTerm,
@@ -23,8 +22,7 @@ from motrix_gym.manager.terms import (
 def require(owner: str, name: str, value: object, strict: bool = True, finite: bool = True) -> None:
     """``value`` is a real number > 0 (>= 0 where not ``strict``; infinite allowed where not
     ``finite``); else a ValueError naming ``owner`` and ``name``."""
-    if not (isinstance(value, Real) and not isinstance(value, bool) and (math.isfinite(value) or not finite)
-            and (value > 0 if strict else value >= 0)):
+    if not (is_number(value, finite) and (value > 0 if strict else value >= 0)):
         raise ValueError(f"{owner}: {name} must be a {'finite ' if finite else ''}number {'>' if strict else '>='} 0, "
                          f"got {value!r}")
 

@@ -19,13 +19,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from motrix_gym.arguments import is_number
+
 
 class OverrideError(ValueError):
     """An override whose path or value does not fit the config; names the path."""
-
-
-def _is_number(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _named(obj: Any) -> bool:
@@ -81,7 +79,7 @@ def _fit(path: str, old: Any, new: Any) -> Any:
     elif isinstance(old, int):
         ok = isinstance(new, int) and not isinstance(new, bool)
     elif isinstance(old, float):
-        ok = _is_number(new) and math.isfinite(new)
+        ok = is_number(new)
         new = float(new) if ok else new  # an int for a float: the same number
     elif isinstance(old, str):
         ok = isinstance(new, str)

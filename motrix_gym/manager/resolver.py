@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from motrix_gym.arguments import is_number
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.patterns import lookup
 from motrix_gym.manager.terms import Bodies, FreeBody, Joints, Sensor
@@ -303,10 +304,6 @@ def _resolve_terms(kind: str, terms: tuple[Any, ...], model: ModelInfo, skip: in
     return tuple(out)
 
 
-def _finite(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     """Validate ``task`` against ``model`` and emit the program the runtime runs, its tensors on
     the CPU whatever torch's default device is (``on_device`` moves them)."""
@@ -329,9 +326,9 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
         if not terms:
             raise TaskConfigError(f"observation group {group!r} has no terms")
         for t in terms:
-            if not _finite(t.scale):
+            if not is_number(t.scale):
                 raise TaskConfigError(f"observation term {t.name!r}: scale must be a finite number, got {t.scale!r}")
-            if t.noise is not None and not (len(t.noise) == 2 and all(map(_finite, t.noise))
+            if t.noise is not None and not (len(t.noise) == 2 and all(map(is_number, t.noise))
                                             and t.noise[0] <= t.noise[1]):
                 raise TaskConfigError(f"observation term {t.name!r}: noise must be (lo, hi), finite numbers with "
                                       f"lo <= hi, got {t.noise!r}")
@@ -353,7 +350,7 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
                                       f"from a range, but delay {t.delay} is one value")
 
     for t in task.rewards:
-        if not _finite(t.weight):
+        if not is_number(t.weight):
             raise TaskConfigError(f"reward term {t.name!r}: weight must be a finite number, got {t.weight!r}")
     bad_reads = [r for r in task.extra_reads if r not in EXTRA_READS]
     if bad_reads:
@@ -382,7 +379,7 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     bad_scales = [n for n, v in zip(joints.names, scales) if not math.isfinite(v)]
     if bad_scales:
         raise TaskConfigError(f"action 'joint_pos': the scale of {bad_scales} is not finite")
-    if not (_finite(act.clip) and act.clip > 0):
+    if not (is_number(act.clip) and act.clip > 0):
         raise TaskConfigError(f"action 'joint_pos': clip must be a finite number > 0 (the action space is "
                               f"[-clip, clip]), got {act.clip!r}")
     if not isinstance(act.max_delay, int) or isinstance(act.max_delay, bool) or act.max_delay < 0:

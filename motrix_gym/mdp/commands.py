@@ -7,13 +7,12 @@ and advances only the lanes that draw.
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Iterable
 
 import torch
 from torch import Tensor
 
+from motrix_gym.arguments import is_number
 from motrix_gym.manager.resolver import SensorSlice
 from motrix_gym.math import quat_apply, yaw_cos_sin
 from motrix_gym.mdp.markers import COMMAND, MEASURED, Arrows
@@ -24,8 +23,7 @@ from motrix_gym.runtime.context import Context
 def velocity_triple(value: object, what: str) -> tuple[float, float, float]:
     """``value`` as (vx, vy, yaw rate): three finite real numbers, or a ValueError naming ``what``."""
     values = () if isinstance(value, (str, bytes)) else tuple(value) if isinstance(value, Iterable) else ()
-    if len(values) != 3 or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-                                   for v in values):
+    if len(values) != 3 or not all(map(is_number, values)):
         raise ValueError(f"{what} must be (vx, vy, yaw_rate), three finite numbers, got {value!r}")
     return tuple(float(v) for v in values)
 
@@ -59,8 +57,7 @@ class VelocityCommand:
                  levels: tuple[float, ...] = (1.0,), good_error: float = 0.25,
                  heading: tuple[float, float] | None = None, heading_gain: float = 0.5) -> None:
         pairs = tuple(ranges) if isinstance(ranges, (tuple, list)) else ()
-        if len(pairs) != 3 or not all(len(r) == 2 and all(math.isfinite(v) for v in r) and r[0] <= r[1]
-                                      for r in pairs):
+        if len(pairs) != 3 or not all(len(r) == 2 and all(map(is_number, r)) and r[0] <= r[1] for r in pairs):
             raise ValueError(f"velocity command: ranges must be three (lo, hi) pairs of finite numbers with "
                              f"lo <= hi (vx, vy, yaw rate), got {ranges!r}")
         if not 0.0 <= standing_fraction <= 1.0:
