@@ -19,7 +19,7 @@ from motrix_gym.manager.terms import (
 )
 
 
-def require(owner: str, name: str, value: object, strict: bool = True, finite: bool = True) -> None:
+def _require(owner: str, name: str, value: object, strict: bool = True, finite: bool = True) -> None:
     """``value`` is a real number > 0 (>= 0 where not ``strict``; infinite allowed where not
     ``finite``); else a ValueError naming ``owner`` and ``name``."""
     if not (is_number(value, finite) and (value > 0 if strict else value >= 0)):
@@ -41,9 +41,9 @@ class ActuatorGroup:
     def __post_init__(self) -> None:
         owner = f"actuators {self.joints!r}"
         for name in ("stiffness", "damping", "armature"):
-            require(owner, name, getattr(self, name), strict=False)
-        require(owner, "effort_limit", self.effort_limit)
-        require(owner, "velocity_limit", self.velocity_limit, finite=False)
+            _require(owner, name, getattr(self, name), strict=False)
+        _require(owner, "effort_limit", self.effort_limit)
+        _require(owner, "velocity_limit", self.velocity_limit, finite=False)
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class RobotConfig:
     mirror: Mirror | None = None  # None: the robot is not mirror-symmetric (or not described so)
 
     def __post_init__(self) -> None:
-        require(f"robot {self.name!r}", "base_height", self.base_height)
+        _require(f"robot {self.name!r}", "base_height", self.base_height)
 
     def actuator_of(self, joint: str) -> ActuatorGroup | None:
         """The first actuator group whose patterns match ``joint``."""
@@ -133,10 +133,10 @@ class SubTerrain:
             raise ValueError(f"sub-terrain kind {self.kind!r} is not one of {SUB_TERRAINS}")
         owner = f"sub-terrain {self.kind!r}"
         for name in ("proportion", "noise_step", "step_width", "platform"):
-            require(owner, name, getattr(self, name))
+            _require(owner, name, getattr(self, name))
         for name in ("noise", "step_height", "slope"):  # (at difficulty 0, at difficulty 1)
             for value in getattr(self, name):
-                require(owner, name, value, strict=False)
+                _require(owner, name, value, strict=False)
 
 
 @dataclass(frozen=True)
@@ -160,8 +160,8 @@ class TerrainConfig:
             if not is_int(value) or value < (0 if name == "seed" else 1):
                 raise ValueError(f"terrain: {name} must be an int >= {0 if name == 'seed' else 1}, got {value!r}")
         for name in ("tile_size", "resolution"):
-            require("terrain", name, getattr(self, name))
-        require("terrain", "border", self.border, strict=False)
+            _require("terrain", name, getattr(self, name))
+        _require("terrain", "border", self.border, strict=False)
         if self.cols < len(self.sub_terrains):
             raise ValueError(f"terrain: {self.rows} rows x {self.cols} columns cannot hold "
                              f"{len(self.sub_terrains)} sub-terrains (one column each at least)")
@@ -197,7 +197,7 @@ class Ball:
 
     def __post_init__(self) -> None:
         for name in ("radius", "mass", "softness", "damping"):
-            require(f"ball {self.name!r}", name, getattr(self, name), strict=name != "damping")
+            _require(f"ball {self.name!r}", name, getattr(self, name), strict=name != "damping")
 
 
 @dataclass(frozen=True)
@@ -248,7 +248,7 @@ class Randomization:
             lo, hi = getattr(self, name)
             if not 0 < lo <= hi < math.inf:
                 raise ValueError(f"randomization: {name} must be (lo, hi), finite, with 0 < lo <= hi, got {(lo, hi)}")
-        require("randomization", "com_offset", self.com_offset, strict=False)
+        _require("randomization", "com_offset", self.com_offset, strict=False)
 
 
 @dataclass(frozen=True)
@@ -306,8 +306,8 @@ class TaskConfig:
         if not is_int(self.decimation) or self.decimation < 1:
             raise ValueError(f"task {self.name!r}: decimation must be an int >= 1, got {self.decimation!r}")
         for name in ("sim_dt", "episode_length_s"):
-            require(f"task {self.name!r}", name, getattr(self, name))
-        require(f"task {self.name!r}", "max_speed", self.max_speed, finite=False)
+            _require(f"task {self.name!r}", name, getattr(self, name))
+        _require(f"task {self.name!r}", "max_speed", self.max_speed, finite=False)
         if self.max_episode_steps < 1:
             raise ValueError(f"task {self.name!r}: episode_length_s {self.episode_length_s!r} s is shorter than "
                              f"half a control step ({self.step_dt:g} s)")
