@@ -266,3 +266,26 @@ def test_a_command_option_that_cannot_apply_is_refused(options, message):
 def test_a_velocity_command_with_bad_parameters_is_refused_naming_the_term(path, value, message):
     with pytest.raises(TaskConfigError, match="^command term 'base_velocity': velocity command: " + re.escape(message)):
         MotrixVectorEnv("Go1WalkFlat", 2, compile=False, overrides={path: value})
+
+
+@pytest.mark.parametrize("task, path, message", [
+    ("G1WalkFlat", "commands.base_velocity.params.resample_s", "command term 'base_velocity': velocity command: "
+                                                               "resample_s must be a finite number > 0 (s), got 0.0"),
+    ("G1WalkFlat", "commands.gait.params.period", "command term 'gait': gait clock: period must be a finite number "
+                                                  "> 0 (s), got 0.0"),
+])
+def test_a_period_of_zero_seconds_is_refused(task, path, message):
+    with pytest.raises(TaskConfigError, match=re.escape(message)):
+        MotrixVectorEnv(task, 2, compile=False, overrides={path: 0.0})
+
+
+@pytest.mark.parametrize("task, path, term", [
+    ("G1WalkFlat", "rewards.track_lin_vel.params.command", "reward term 'track_lin_vel'"),
+    ("G1WalkFlat", "rewards.feet_air_time.params.feet", "reward term 'feet_air_time'"),
+    ("G1WalkFlat", "commands.gait.params.command", "command term 'gait'"),
+    ("G1WalkRough", "commands.terrain.params.command", "command term 'terrain'"),
+    ("G1WbtDance", "observations.policy.command.params.command", "observation[policy] term 'command'"),
+])
+def test_a_term_that_names_a_command_the_task_lacks_is_refused_naming_both(task, path, term):
+    with pytest.raises(TaskConfigError, match=re.escape(f"{term}: no command 'nope' (the task's commands: [")):
+        MotrixVectorEnv(task, 2, compile=False, overrides={path: "nope"})

@@ -62,6 +62,8 @@ class VelocityCommand:
                              f"lo <= hi (vx, vy, yaw rate), got {ranges!r}")
         if not 0.0 <= standing_fraction <= 1.0:
             raise ValueError(f"velocity command: standing_fraction must be in [0, 1], got {standing_fraction!r}")
+        if not (is_number(resample_s) and resample_s > 0):
+            raise ValueError(f"velocity command: resample_s must be a finite number > 0 (s), got {resample_s!r}")
         if not (levels and levels[0] > 0 and all(a <= b for a, b in zip(levels, levels[1:]))):
             raise ValueError(f"velocity command: levels must be increasing factors > 0, got {levels!r}")
         if heading is not None and not (len(heading) == 2 and heading[0] <= heading[1] and heading_gain > 0):
@@ -206,6 +208,8 @@ class GaitClock:
     standing lanes need no gait."""
 
     def __init__(self, env: Context, command: str, period: float = 0.8) -> None:
+        if not (is_number(period) and period > 0):
+            raise ValueError(f"gait clock: period must be a finite number > 0 (s), got {period!r}")
         self.command = command
         self.period = period
         self.rate = env.step_dt / period
