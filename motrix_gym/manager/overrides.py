@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from motrix_gym.arguments import is_number
+from motrix_gym.arguments import is_int, is_number
 
 
 class OverrideError(ValueError):
@@ -77,7 +77,7 @@ def _fit(path: str, old: Any, new: Any) -> Any:
     if isinstance(old, bool):
         ok = isinstance(new, bool)
     elif isinstance(old, int):
-        ok = isinstance(new, int) and not isinstance(new, bool)
+        ok = is_int(new)
     elif isinstance(old, float):
         ok = is_number(new)
         new = float(new) if ok else new  # an int for a float: the same number
@@ -155,12 +155,13 @@ def apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
     if not isinstance(overrides, Mapping):
         raise OverrideError(f"overrides must be a mapping of path to value, got {overrides!r}")
     for path, value in overrides.items():
-        old = current(cfg, path)
+        parts = _parts(cfg, path)
+        old = _walk(cfg, parts, "")
         if not _value(old):
             raise OverrideError(f"override {path!r}: it holds a {type(old).__name__}, not a value; change its fields")
         new = _fit(path, old, value)
         try:
-            cfg = _set(cfg, _parts(cfg, path), new)
+            cfg = _set(cfg, parts, new)
         except ValueError as e:  # a config part that refuses the value (its own checks)
             raise OverrideError(f"override {path!r}: {e}") from None
     return cfg

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from motrix_gym.arguments import is_number
+from motrix_gym.arguments import is_int, is_number
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.patterns import lookup
 from motrix_gym.manager.terms import Bodies, FreeBody, Joints, Sensor
@@ -335,14 +335,14 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
             if t.clip is not None and not (len(t.clip) == 2 and t.clip[0] < t.clip[1]):
                 raise TaskConfigError(f"observation term {t.name!r}: clip must be (lo, hi) with lo < hi, "
                                       f"got {t.clip!r}")
-            if not (isinstance(t.history, int) and not isinstance(t.history, bool) and t.history >= 1):
+            if not (is_int(t.history) and t.history >= 1):
                 raise TaskConfigError(f"observation term {t.name!r}: history must be an int >= 1 (observations "
                                       f"kept, the current one included), got {t.history!r}")
             if not (isinstance(t.delay, tuple) and len(t.delay) == 2 and all(
-                    isinstance(v, int) and not isinstance(v, bool) for v in t.delay) and 0 <= t.delay[0] <= t.delay[1]):
+                    is_int(v) for v in t.delay) and 0 <= t.delay[0] <= t.delay[1]):
                 raise TaskConfigError(f"observation term {t.name!r}: delay must be a tuple (lo, hi) of ints with "
                                       f"0 <= lo <= hi (env steps), got {t.delay!r}")
-            if not (isinstance(t.delay_every, int) and not isinstance(t.delay_every, bool) and t.delay_every >= 0):
+            if not (is_int(t.delay_every) and t.delay_every >= 0):
                 raise TaskConfigError(f"observation term {t.name!r}: delay_every must be an int >= 0 (env steps "
                                       f"between draws of the lag; 0: one per episode), got {t.delay_every!r}")
             if t.delay_every and t.delay[0] == t.delay[1]:
@@ -382,7 +382,7 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     if not (is_number(act.clip) and act.clip > 0):
         raise TaskConfigError(f"action 'joint_pos': clip must be a finite number > 0 (the action space is "
                               f"[-clip, clip]), got {act.clip!r}")
-    if not isinstance(act.max_delay, int) or isinstance(act.max_delay, bool) or act.max_delay < 0:
+    if not is_int(act.max_delay) or act.max_delay < 0:
         raise TaskConfigError(f"action 'joint_pos': max_delay must be an int >= 0 (control steps), got "
                               f"{act.max_delay!r}")
     action = ResolvedAction(
