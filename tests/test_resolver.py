@@ -7,7 +7,7 @@ import pytest
 
 from motrix_gym.envs.walk.velocity import g1_flat
 from motrix_gym.manager.resolver import TaskConfigError, resolve
-from motrix_gym.manager.terms import Bodies, Joints, ObservationTerm, RewardTerm, Sensor
+from motrix_gym.manager.terms import Bodies, CommandName, Joints, ObservationTerm, RewardTerm, Sensor
 from motrix_gym.mdp import observations as obs
 from motrix_gym.mdp import rewards as rew
 from motrix_gym.sim.scene import build_model, model_info
@@ -63,6 +63,24 @@ def test_parameter_checks():
                                         params={"body": Bodies("pelvis"), "target": "high"})), INFO)
     with pytest.raises(TaskConfigError, match=r"reward term 'h'.*'body' must be Bodies"):
         resolve(with_rewards(RewardTerm("h", body_height, weight=1.0, params={"body": "pelvis"})), INFO)
+
+
+def commanded_speed(env, command: CommandName, spare: CommandName | None = None):
+    return env.commands[command].value[:, 0]  # annotations as objects: this module has no __future__ import
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"command": "base_velocitty"}, "parameter 'command': no command 'base_velocitty' (the task's commands: "
+                                    "['base_velocity', 'feet', 'gait'])"),
+    ({"command": None}, "parameter 'command': no command None"),
+    ({"command": "gait", "spare": "nope"}, "parameter 'spare': no command 'nope'"),
+])
+def test_a_command_name_must_be_one_of_the_task_s_commands(params, message):
+    with pytest.raises(TaskConfigError, match="^reward term 'speed': " + re.escape(message)):
+        resolve(with_rewards(RewardTerm("speed", commanded_speed, weight=1.0, params=params)), INFO)
+    # the same names, given right, resolve; an optional one may be None
+    resolve(with_rewards(RewardTerm("speed", commanded_speed, weight=1.0,
+                                    params={"command": "base_velocity", "spare": None})), INFO)
 
 
 def test_missing_policy_group():

@@ -282,10 +282,16 @@ def test_a_period_of_zero_seconds_is_refused(task, path, message):
 @pytest.mark.parametrize("task, path, term", [
     ("G1WalkFlat", "rewards.track_lin_vel.params.command", "reward term 'track_lin_vel'"),
     ("G1WalkFlat", "rewards.feet_air_time.params.feet", "reward term 'feet_air_time'"),
+    ("G1WalkFlat", "rewards.feet_phase.params.clock", "reward term 'feet_phase'"),
     ("G1WalkFlat", "commands.gait.params.command", "command term 'gait'"),
     ("G1WalkRough", "commands.terrain.params.command", "command term 'terrain'"),
+    ("G1WalkRough", "resets.default_pose.params.origins", "reset term 'default_pose'"),
     ("G1WbtDance", "observations.policy.command.params.command", "observation[policy] term 'command'"),
+    ("G1WbtDance", "resets.motion_start.params.command", "reset term 'motion_start'"),
+    ("G1WbtDance", "terminations.anchor_height.params.command", "termination term 'anchor_height'"),
 ])
 def test_a_term_that_names_a_command_the_task_lacks_is_refused_naming_both(task, path, term):
-    with pytest.raises(TaskConfigError, match=re.escape(f"{term}: no command 'nope' (the task's commands: [")):
+    param = path.rsplit(".", 1)[1]
+    with pytest.raises(TaskConfigError, match=re.escape(
+            f"{term}: parameter {param!r}: no command 'nope' (the task's commands: [")):
         MotrixVectorEnv(task, 2, compile=False, overrides={path: "nope"})

@@ -188,7 +188,7 @@ def velocity(name: str, legs: Legs, terrain: TerrainConfig = FLAT, scan: bool = 
         ),
         resets=(ResetTerm("default_pose", resets.reset_default_pose, params={
             "joint_noise": 0.0 if play else 0.1, "yaw_range": 0.0 if play else math.pi,
-            "vel_noise": 0.0 if play else 0.1, "origins": "" if flat else "terrain",
+            "vel_noise": 0.0 if play else 0.1, "origins": None if flat else "terrain",
             "xy_noise": 0.0 if flat else 0.25, "lift": 0.02}),),
         events=() if play else (EventTerm("push", events.push_by_velocity, interval_s=(1.0, 3.0),
                                           params={"lin": (legs.push, legs.push, 0.1), "ang": (0.3, 0.3, 0.3)}),),

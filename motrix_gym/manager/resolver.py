@@ -2,9 +2,10 @@
 
 The resolver knows the model only through :class:`ModelInfo` (names and addresses, filled in by
 ``sim/``), so this module stays free of MuJoCo. It checks term names (unique, non-empty), that
-parameters match the term function's signature and annotated types, and that every
-:class:`Bodies` / :class:`Joints` / :class:`Sensor` reference names something in the model; each
-error names the term at fault. Model references become index tensors.
+parameters match the term function's signature and annotated types, that every
+:class:`Bodies` / :class:`Joints` / :class:`Sensor` reference names something in the model and
+every ``CommandName`` one of the task's commands; each error names the term at fault. Model
+references become index tensors.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import difflib
 import inspect
 import math
 import re
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -253,10 +256,26 @@ def _resolve_value(value: Any, model: ModelInfo, where: str) -> Any:
 
 
 _SIMPLE_TYPES = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,)}
+_REFERENCES = {"Bodies": Bodies, "Joints": Joints, "Sensor": Sensor, "FreeBody": FreeBody}
 
 
-def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, where: str) -> None:
-    """Parameters must be exactly the function's keyword parameters after the first ``skip``."""
+def _annotation(ann: Any) -> tuple[str | None, bool]:
+    """A parameter's annotated type by name (None: not one name), and whether it admits None
+    (``X | None``), from the annotation's text or its object."""
+    if isinstance(ann, str):
+        parts = [a.strip() for a in ann.split("|")]
+    elif typing.get_origin(ann) in (typing.Union, types.UnionType):
+        parts = ["None" if a is type(None) else getattr(a, "__name__", "?") for a in typing.get_args(ann)]
+    else:
+        parts = [getattr(ann, "__name__", "?")]
+    named = [a for a in parts if a != "None"]
+    return (named[0] if len(named) == 1 else None), len(named) < len(parts)
+
+
+def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, where: str,
+                  commands: tuple[str, ...]) -> None:
+    """Parameters must be exactly the function's keyword parameters after the first ``skip``, of
+    their annotated types; a ``CommandName`` must be one of ``commands``."""
     sig = inspect.signature(func)
     formal = list(sig.parameters.values())[skip:]
     names = {p.name for p in formal}
@@ -268,23 +287,29 @@ def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, w
     if missing:
         raise TaskConfigError(f"{where}: missing parameter(s) {missing} for {func.__qualname__}")
     for p in formal:
-        ann = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", None)
-        if p.name not in params or ann is None:
+        if p.name not in params or p.annotation is inspect.Parameter.empty:
             continue
-        want = {"Bodies": Bodies, "Joints": Joints, "Sensor": Sensor, "FreeBody": FreeBody}.get(ann)
-        if want is None and ann in _SIMPLE_TYPES:
-            ok = isinstance(params[p.name], _SIMPLE_TYPES[ann]) and not (
-                ann != "bool" and isinstance(params[p.name], bool))
-        elif want is not None:
-            ok = isinstance(params[p.name], want)
+        ann, optional = _annotation(p.annotation)
+        value = params[p.name]
+        if ann is None or (value is None and optional):
+            continue
+        if ann == "CommandName":
+            if not (isinstance(value, str) and value in commands):
+                raise TaskConfigError(f"{where}: parameter {p.name!r}: no command {value!r} (the task's commands: "
+                                      f"{sorted(commands)})")
+            continue
+        if ann in _REFERENCES:
+            ok = isinstance(value, _REFERENCES[ann])
+        elif ann in _SIMPLE_TYPES:
+            ok = isinstance(value, _SIMPLE_TYPES[ann]) and not (ann != "bool" and isinstance(value, bool))
         else:
             continue
         if not ok:
             raise TaskConfigError(f"{where}: parameter {p.name!r} must be {ann}, "
-                                  f"got {type(params[p.name]).__name__} {params[p.name]!r}")
+                                  f"got {type(value).__name__} {value!r}")
 
 
-def _resolve_terms(kind: str, terms: tuple[Any, ...], model: ModelInfo, skip: int,
+def _resolve_terms(kind: str, terms: tuple[Any, ...], model: ModelInfo, skip: int, commands: tuple[str, ...],
                    func_of: Callable[[Any], Callable[..., Any]] = lambda t: t.func) -> tuple[ResolvedTerm, ...]:
     seen: set[str] = set()
     out = []
@@ -298,7 +323,7 @@ def _resolve_terms(kind: str, terms: tuple[Any, ...], model: ModelInfo, skip: in
         func = func_of(term)
         if not callable(func):
             raise TaskConfigError(f"{where}: {func!r} is not callable")
-        _check_params(func, term.params, skip, where)
+        _check_params(func, term.params, skip, where, commands)
         params = {k: _resolve_value(v, model, where) for k, v in term.params.items()}
         out.append(ResolvedTerm(term.name, func, params, term))
     return tuple(out)
@@ -407,14 +432,16 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
                                       f"{hinge.names[i]!r} is outside its range [{lo}, {hi}]")
             default_qpos[int(hinge.qpos[i])] = value
 
+    names = tuple(c.name for c in task.commands)
     terms = {
-        "commands": _resolve_terms("command", task.commands, model, 1, lambda t: t.cls),
-        "rewards": _resolve_terms("reward", task.rewards, model, 1),
-        "terminations": _resolve_terms("termination", task.terminations, model, 1),
-        "resets": _resolve_terms("reset", task.resets, model, 2),
-        "events": _resolve_terms("event", task.events, model, 2),
+        "commands": _resolve_terms("command", task.commands, model, 1, names, lambda t: t.cls),
+        "rewards": _resolve_terms("reward", task.rewards, model, 1, names),
+        "terminations": _resolve_terms("termination", task.terminations, model, 1, names),
+        "resets": _resolve_terms("reset", task.resets, model, 2, names),
+        "events": _resolve_terms("event", task.events, model, 2, names),
     }
-    observations = {g: _resolve_terms(f"observation[{g}]", ts, model, 1) for g, ts in task.observations.items()}
+    observations = {g: _resolve_terms(f"observation[{g}]", ts, model, 1, names)
+                    for g, ts in task.observations.items()}
     reads = BASE_READS + tuple(r for r in task.extra_reads if r not in BASE_READS)
     every = [t for ts in (*terms.values(), *observations.values()) for t in ts]
     sensors = {s.name for t in every for s in _sensor_slices(tuple(t.params.values()))}

@@ -11,16 +11,20 @@ Functions take the runtime's context (``env``) first and keyword parameters afte
 
 Parameters of type :class:`Bodies`, :class:`Joints` or :class:`Sensor` are references into the
 model: the resolver replaces them with index tensors and names the term when one does not match.
+A parameter annotated :data:`CommandName` names one of the task's command terms (read as
+``env.commands[name]``); the resolver checks that the task has it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NewType, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 MirrorSpec = tuple[float, ...] | str | Callable[..., Any]
+# a str at run time, so a config writes the name itself; the annotation is what the resolver checks
+CommandName = NewType("CommandName", str)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import JointIndex, SensorSlice
-from motrix_gym.manager.terms import reflects
+from motrix_gym.manager.terms import CommandName, reflects
 from motrix_gym.math import quat_apply_inverse
 from motrix_gym.runtime.context import Context
 
@@ -50,12 +50,12 @@ def last_action(env: Context) -> Tensor:
     return env.action
 
 
-def command(env: Context, name: str) -> Tensor:
+def command(env: Context, name: CommandName) -> Tensor:
     """The ``value`` of a command term, e.g. a velocity target."""
     return env.commands[name].value
 
 
-def gait_phase(env: Context, name: str) -> Tensor:
+def gait_phase(env: Context, name: CommandName) -> Tensor:
     """sin and cos of a gait clock's phase."""
     phi = 2.0 * torch.pi * env.commands[name].phase
     return torch.stack((torch.sin(phi), torch.cos(phi)), dim=-1)

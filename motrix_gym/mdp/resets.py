@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import torch
 
+from motrix_gym.manager.terms import CommandName
 from motrix_gym.math import quat_from_axis_angle, quat_mul
 from motrix_gym.runtime.context import Context
 
 
 def reset_default_pose(env: Context, mask: torch.Tensor, joint_noise: float = 0.0, yaw_range: float = 0.0,
-                       vel_noise: float = 0.0, origins: str = "", xy_noise: float = 0.0, lift: float = 0.0) -> None:
+                       vel_noise: float = 0.0, origins: CommandName | None = None, xy_noise: float = 0.0,
+                       lift: float = 0.0) -> None:
     """Default pose, root yaw uniform in +-``yaw_range``, joints +-``joint_noise`` (clamped to
     their limits), every velocity uniform in +-``vel_noise``. The root stands at the ``origin``
     of the command named ``origins`` (a terrain curriculum; none: the world origin), moved by up
@@ -21,7 +23,7 @@ def reset_default_pose(env: Context, mask: torch.Tensor, joint_noise: float = 0.
     qpos = torch.maximum(torch.minimum(qpos, env.qpos_limits[:, 1]), env.qpos_limits[:, 0])
     a = env.root_qpos
     xy = xy_noise * u[:, 1:3]
-    if origins:
+    if origins is not None:
         xy = xy + env.commands[origins].origin[:, :2]
     z = env.default_qpos[a + 2] + lift + env.terrain.height(xy[:, 0], xy[:, 1])
     z_axis = torch.tensor([0.0, 0.0, 1.0], device=env.device).expand(u.shape[0], 3)

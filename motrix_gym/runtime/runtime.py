@@ -46,22 +46,6 @@ def _call(term: ResolvedTerm, env: Context, *args: object) -> Tensor:
     return term.func(env, *args, **term.params)
 
 
-def _no_command(kind: str, term: ResolvedTerm, env: Context, name: object) -> TaskConfigError:
-    return TaskConfigError(f"{kind} term {term.name!r}: no command {name!r} (the task's commands: "
-                           f"{sorted(env.commands)})")
-
-
-def _probed(kind: str, term: ResolvedTerm, env: Context) -> object:
-    """``term``'s first call, when the env is made: a command it names that the task lacks is an
-    error naming the term, not a bare KeyError."""
-    try:
-        return _call(term, env)
-    except KeyError as e:
-        if len(e.args) == 1 and isinstance(e.args[0], str) and e.args[0] not in env.commands:
-            raise _no_command(kind, term, env, e.args[0]) from None
-        raise
-
-
 def _span(lo_hi: tuple[float, float], u: Tensor) -> Tensor:
     return lo_hi[0] + (lo_hi[1] - lo_hi[0]) * u
 
@@ -258,9 +242,6 @@ class TorchManagerRuntime:
                 ctx.commands[c.name] = c.func(ctx, **c.params)
             except ValueError as e:  # the term's own check of its parameters
                 raise TaskConfigError(f"command term {c.name!r}: {e}") from None
-        for c in program.commands:  # a command that reads another names it by its parameter ``command``
-            if isinstance(c.params.get("command"), str) and c.params["command"] not in ctx.commands:
-                raise _no_command("command", c, ctx, c.params["command"])
 
         self.reward_names = tuple(t.name for t in program.rewards)
         self.termination_names = tuple(t.name for t in program.terminations)
@@ -466,7 +447,7 @@ class TorchManagerRuntime:
     def _probe(self, group: str, terms: tuple[ResolvedTerm, ...]) -> list[int]:
         dims = []
         for t in terms:
-            out = _probed(f"observation[{group}]", t, self.ctx)
+            out = _call(t, self.ctx)
             if not (isinstance(out, Tensor) and out.dim() == 2 and out.shape[0] == self.ctx.num_lanes
                     and out.dtype == torch.float32):
                 shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
@@ -477,7 +458,7 @@ class TorchManagerRuntime:
 
     def _probe_scalar(self, kind: str, terms: tuple[ResolvedTerm, ...], dtype: torch.dtype) -> None:
         for t in terms:
-            out = _probed(kind, t, self.ctx)
+            out = _call(t, self.ctx)
             if not (isinstance(out, Tensor) and tuple(out.shape) == (self.ctx.num_lanes,)
                     and out.dtype == dtype):
                 got = (tuple(out.shape), out.dtype) if isinstance(out, Tensor) else type(out).__name__
