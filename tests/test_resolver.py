@@ -10,6 +10,7 @@ from motrix_gym.manager.resolver import TaskConfigError, resolve
 from motrix_gym.manager.terms import Bodies, CommandName, Joints, ObservationTerm, RewardTerm, Sensor
 from motrix_gym.mdp import observations as obs
 from motrix_gym.mdp import rewards as rew
+from motrix_gym.mdp.commands import VelocityCommand
 from motrix_gym.sim.scene import build_model, model_info
 
 TASK = g1_flat()
@@ -81,6 +82,24 @@ def test_a_command_name_must_be_one_of_the_task_s_commands(params, message):
     # the same names, given right, resolve; an optional one may be None
     resolve(with_rewards(RewardTerm("speed", commanded_speed, weight=1.0,
                                     params={"command": "base_velocity", "spare": None})), INFO)
+
+
+class SteadyVelocity(VelocityCommand):
+    """A subclass is of the class a term reads."""
+
+
+@pytest.mark.parametrize("term, message", [
+    (RewardTerm("slip", rew.foot_slip, weight=1.0, params={"feet": "gait"}),
+     "reward term 'slip': parameter 'feet': command 'gait' is a GaitClock, the term reads a FeetState"),
+    (RewardTerm("lin", rew.track_lin_vel_xy, weight=1.0, params={"command": "feet", "std": 0.5}),
+     "reward term 'lin': parameter 'command': command 'feet' is a FeetState, the term reads a VelocityCommand"),
+])
+def test_a_command_of_another_class_than_the_term_reads_is_refused(term, message):
+    with pytest.raises(TaskConfigError, match="^" + re.escape(message) + "$"):
+        resolve(with_rewards(term), INFO)
+    commands = tuple(dataclasses.replace(c, cls=SteadyVelocity) if c.name == "base_velocity" else c
+                     for c in TASK.commands)
+    resolve(dataclasses.replace(TASK, commands=commands), INFO)
 
 
 def test_missing_policy_group():

@@ -279,6 +279,23 @@ def test_a_period_of_zero_seconds_is_refused(task, path, message):
         MotrixVectorEnv(task, 2, compile=False, overrides={path: 0.0})
 
 
+@pytest.mark.parametrize("task, path, value, message", [
+    ("G1WalkRough", "resets.default_pose.params.origins", "base_velocity",
+     "reset term 'default_pose': parameter 'origins': command 'base_velocity' is a VelocityCommand, the term reads "
+     "a TerrainCurriculum"),
+    ("G1WalkFlat", "rewards.feet_air_time.params.feet", "gait",
+     "reward term 'feet_air_time': parameter 'feet': command 'gait' is a GaitClock, the term reads a FeetState"),
+    ("G1WalkFlat", "commands.gait.params.command", "feet",
+     "command term 'gait': parameter 'command': command 'feet' is a FeetState, the term reads a VelocityCommand"),
+    ("G1WalkFlat", "observations.policy.gait_phase.params.name", "base_velocity",
+     "observation[policy] term 'gait_phase': parameter 'name': command 'base_velocity' is a VelocityCommand, the "
+     "term reads a GaitClock"),
+])
+def test_a_term_that_names_a_command_of_another_class_is_refused_naming_both(task, path, value, message):
+    with pytest.raises(TaskConfigError, match="^" + re.escape(message) + "$"):
+        MotrixVectorEnv(task, 2, compile=False, overrides={path: value})
+
+
 @pytest.mark.parametrize("task, path, term", [
     ("G1WalkFlat", "rewards.track_lin_vel.params.command", "reward term 'track_lin_vel'"),
     ("G1WalkFlat", "rewards.feet_air_time.params.feet", "reward term 'feet_air_time'"),

@@ -4,8 +4,8 @@ The resolver knows the model only through :class:`ModelInfo` (names and addresse
 ``sim/``), so this module stays free of MuJoCo. It checks term names (unique, non-empty), that
 parameters match the term function's signature and annotated types, that every
 :class:`Bodies` / :class:`Joints` / :class:`Sensor` reference names something in the model and
-every ``CommandName`` one of the task's commands; each error names the term at fault. Model
-references become index tensors.
+every ``CommandName`` one of the task's commands, of the class its annotation asks for; each
+error names the term at fault. Model references become index tensors.
 """
 
 from __future__ import annotations
@@ -259,23 +259,39 @@ _SIMPLE_TYPES = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (
 _REFERENCES = {"Bodies": Bodies, "Joints": Joints, "Sensor": Sensor, "FreeBody": FreeBody}
 
 
-def _annotation(ann: Any) -> tuple[str | None, bool]:
-    """A parameter's annotated type by name (None: not one name), and whether it admits None
-    (``X | None``), from the annotation's text or its object."""
+def _hints(func: Callable[..., Any]) -> dict[str, Any]:
+    """``func``'s parameter annotations as objects (``Annotated`` kept), or {} where one names
+    something its module cannot resolve (the caller then reads their text)."""
+    try:
+        return typing.get_type_hints(func.__init__ if isinstance(func, type) else func, include_extras=True)
+    except (NameError, TypeError, SyntaxError, AttributeError):
+        return {}
+
+
+def _annotation(ann: Any) -> tuple[str | None, bool, str | None]:
+    """A parameter's annotated type by name (None: not one name), whether it admits None
+    (``X | None``), and the class of command an ``Annotated[CommandName, "Class"]`` asks for."""
     if isinstance(ann, str):
-        parts = [a.strip() for a in ann.split("|")]
+        args: tuple[Any, ...] = tuple(a.strip() for a in ann.split("|"))
     elif typing.get_origin(ann) in (typing.Union, types.UnionType):
-        parts = ["None" if a is type(None) else getattr(a, "__name__", "?") for a in typing.get_args(ann)]
+        args = typing.get_args(ann)
     else:
-        parts = [getattr(ann, "__name__", "?")]
-    named = [a for a in parts if a != "None"]
-    return (named[0] if len(named) == 1 else None), len(named) < len(parts)
+        args = (ann,)
+    names, kind = [], None
+    for a in args:
+        if typing.get_origin(a) is typing.Annotated:
+            a, *meta = typing.get_args(a)
+            kind = next((m for m in meta if isinstance(m, str)), None)
+        names.append(a if isinstance(a, str) else "None" if a is type(None) else getattr(a, "__name__", "?"))
+    named = [n for n in names if n != "None"]
+    return (named[0] if len(named) == 1 else None), len(named) < len(names), kind
 
 
 def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, where: str,
-                  commands: tuple[str, ...]) -> None:
+                  commands: dict[str, Any]) -> None:
     """Parameters must be exactly the function's keyword parameters after the first ``skip``, of
-    their annotated types; a ``CommandName`` must be one of ``commands``."""
+    their annotated types; a ``CommandName`` must be one of ``commands`` (name: class), of the
+    class its annotation asks for, if any."""
     sig = inspect.signature(func)
     formal = list(sig.parameters.values())[skip:]
     names = {p.name for p in formal}
@@ -286,10 +302,11 @@ def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, w
     missing = [p.name for p in formal if p.default is inspect.Parameter.empty and p.name not in params]
     if missing:
         raise TaskConfigError(f"{where}: missing parameter(s) {missing} for {func.__qualname__}")
+    hints = _hints(func)
     for p in formal:
         if p.name not in params or p.annotation is inspect.Parameter.empty:
             continue
-        ann, optional = _annotation(p.annotation)
+        ann, optional, kind = _annotation(hints.get(p.name, p.annotation))
         value = params[p.name]
         if ann is None or (value is None and optional):
             continue
@@ -297,6 +314,10 @@ def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, w
             if not (isinstance(value, str) and value in commands):
                 raise TaskConfigError(f"{where}: parameter {p.name!r}: no command {value!r} (the task's commands: "
                                       f"{sorted(commands)})")
+            cls = commands[value]
+            if kind is not None and kind not in {c.__name__ for c in getattr(cls, "__mro__", ())}:
+                raise TaskConfigError(f"{where}: parameter {p.name!r}: command {value!r} is a "
+                                      f"{getattr(cls, '__name__', cls)}, the term reads a {kind}")
             continue
         if ann in _REFERENCES:
             ok = isinstance(value, _REFERENCES[ann])
@@ -309,7 +330,7 @@ def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, w
                                   f"got {type(value).__name__} {value!r}")
 
 
-def _resolve_terms(kind: str, terms: tuple[Any, ...], model: ModelInfo, skip: int, commands: tuple[str, ...],
+def _resolve_terms(kind: str, terms: tuple[Any, ...], model: ModelInfo, skip: int, commands: dict[str, Any],
                    func_of: Callable[[Any], Callable[..., Any]] = lambda t: t.func) -> tuple[ResolvedTerm, ...]:
     seen: set[str] = set()
     out = []
@@ -432,7 +453,7 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
                                       f"{hinge.names[i]!r} is outside its range [{lo}, {hi}]")
             default_qpos[int(hinge.qpos[i])] = value
 
-    names = tuple(c.name for c in task.commands)
+    names = {c.name: c.cls for c in task.commands}
     terms = {
         "commands": _resolve_terms("command", task.commands, model, 1, names, lambda t: t.cls),
         "rewards": _resolve_terms("reward", task.rewards, model, 1, names),

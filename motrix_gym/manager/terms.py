@@ -12,7 +12,8 @@ Functions take the runtime's context (``env``) first and keyword parameters afte
 Parameters of type :class:`Bodies`, :class:`Joints` or :class:`Sensor` are references into the
 model: the resolver replaces them with index tensors and names the term when one does not match.
 A parameter annotated :data:`CommandName` names one of the task's command terms (read as
-``env.commands[name]``); the resolver checks that the task has it.
+``env.commands[name]``); the resolver checks that the task has it and, for
+``Annotated[CommandName, "Class"]`` (``mdp/command_names.py``), that it is of that class.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import RootIndex
-from motrix_gym.manager.terms import CommandName, reflects
+from motrix_gym.manager.terms import reflects
 from motrix_gym.math import quat_apply_inverse, quat_from_axis_angle, quat_mul
+from motrix_gym.mdp.command_names import FeetStateName
 from motrix_gym.runtime.context import Context
 
 
@@ -45,7 +46,7 @@ def ball_state_w(env: Context, ball: RootIndex) -> Tensor:
     return torch.cat((ball_pos_w(env, ball), ball_vel_w(env, ball)), dim=-1)
 
 
-def ball_offset(env: Context, ball: RootIndex, feet: CommandName) -> Tensor:
+def ball_offset(env: Context, ball: RootIndex, feet: FeetStateName) -> Tensor:
     """Horizontal distance (m) of the ball's centre from the midpoint of the soles (the
     ``FeetState`` command named ``feet``)."""
     mid = env.commands[feet].sole_pos(env)[..., :2].mean(1)
@@ -53,7 +54,7 @@ def ball_offset(env: Context, ball: RootIndex, feet: CommandName) -> Tensor:
 
 
 # -------------------------------------------------------------------- rewards
-def ball_centred(env: Context, ball: RootIndex, feet: CommandName, std: float) -> Tensor:
+def ball_centred(env: Context, ball: RootIndex, feet: FeetStateName, std: float) -> Tensor:
     """exp(-offset^2 / std^2): 1 with the ball right under the middle of the feet."""
     return torch.exp(-ball_offset(env, ball, feet).square() / std**2)
 
@@ -72,7 +73,7 @@ def upright(env: Context) -> Tensor:
 
 
 # -------------------------------------------------------------------- terminations
-def ball_off_centre(env: Context, ball: RootIndex, feet: CommandName, max_offset: float) -> Tensor:
+def ball_off_centre(env: Context, ball: RootIndex, feet: FeetStateName, max_offset: float) -> Tensor:
     """The ball rolled more than ``max_offset`` times its radius out from under the feet."""
     return ball_offset(env, ball, feet) > max_offset * env.ball_radius
 

@@ -14,8 +14,8 @@ from torch import Tensor
 
 from motrix_gym.arguments import is_number
 from motrix_gym.manager.resolver import SensorSlice
-from motrix_gym.manager.terms import CommandName
 from motrix_gym.math import quat_apply, yaw_cos_sin
+from motrix_gym.mdp.command_names import VelocityCommandName
 from motrix_gym.mdp.markers import COMMAND, MEASURED, Arrows
 from motrix_gym.mdp.observations import base_lin_vel, in_contact
 from motrix_gym.runtime.context import Context
@@ -208,7 +208,7 @@ class GaitClock:
     the first half, the right's in the second); ``command`` names the velocity command whose
     standing lanes need no gait."""
 
-    def __init__(self, env: Context, command: CommandName, period: float = 0.8) -> None:
+    def __init__(self, env: Context, command: VelocityCommandName, period: float = 0.8) -> None:
         if not (is_number(period) and period > 0):
             raise ValueError(f"gait clock: period must be a finite number > 0 (s), got {period!r}")
         self.command = command

@@ -15,7 +15,6 @@ import math
 import torch
 from torch import Tensor
 
-from motrix_gym.manager.terms import CommandName
 from motrix_gym.math import (
     normalize,
     quat_angle,
@@ -26,6 +25,7 @@ from motrix_gym.math import (
     quat_rot6d,
     yaw_quat,
 )
+from motrix_gym.mdp.command_names import MotionCommandName
 from motrix_gym.mdp.markers import REFERENCE, Spheres
 from motrix_gym.motion.loader import load_corpus
 from motrix_gym.runtime.context import Context
@@ -217,36 +217,36 @@ class MotionCommand:
                 "Motion/top_bin": float(p.argmax())}
 
 
-def _cmd(env: Context, command: CommandName) -> MotionCommand:
+def _cmd(env: Context, command: MotionCommandName) -> MotionCommand:
     return env.commands[command]
 
 
 # -------------------------------------------------------------------- observations
-def motion_command(env: Context, command: CommandName) -> Tensor:
+def motion_command(env: Context, command: MotionCommandName) -> Tensor:
     """Reference joint positions and velocities."""
     c = _cmd(env, command)
     return torch.cat((c.joint_pos, c.joint_vel), dim=-1)
 
 
-def motion_anchor_ori_b(env: Context, command: CommandName) -> Tensor:
+def motion_anchor_ori_b(env: Context, command: MotionCommandName) -> Tensor:
     """Reference anchor orientation in the robot's anchor frame (6D)."""
     c = _cmd(env, command)
     return quat_rot6d(c.anchor_quat_w, frame=env.xquat[:, c.anchor_body])
 
 
-def motion_anchor_pos_b(env: Context, command: CommandName) -> Tensor:
+def motion_anchor_pos_b(env: Context, command: MotionCommandName) -> Tensor:
     c = _cmd(env, command)
     return quat_apply_inverse(env.xquat[:, c.anchor_body], c.anchor_pos_w - env.xpos[:, c.anchor_body])
 
 
-def robot_body_pos_b(env: Context, command: CommandName) -> Tensor:
+def robot_body_pos_b(env: Context, command: MotionCommandName) -> Tensor:
     """Tracked robot bodies' positions in the robot's anchor frame, flattened."""
     c = _cmd(env, command)
     rel = env.xpos[:, c.body_ids] - env.xpos[:, c.anchor_body].unsqueeze(1)
     return quat_apply_inverse(env.xquat[:, c.anchor_body].unsqueeze(1), rel).flatten(1)
 
 
-def robot_body_ori_b(env: Context, command: CommandName) -> Tensor:
+def robot_body_ori_b(env: Context, command: MotionCommandName) -> Tensor:
     c = _cmd(env, command)
     return quat_rot6d(env.xquat[:, c.body_ids], frame=env.xquat[:, c.anchor_body].unsqueeze(1)).flatten(1)
 
@@ -260,47 +260,47 @@ def body_velocities(env: Context, ids: Tensor) -> tuple[Tensor, Tensor]:
     return v, w
 
 
-def anchor_pos_exp(env: Context, command: CommandName, std: float) -> Tensor:
+def anchor_pos_exp(env: Context, command: MotionCommandName, std: float) -> Tensor:
     c = _cmd(env, command)
     return torch.exp(-(c.anchor_pos_w - env.xpos[:, c.anchor_body]).square().sum(-1) / std**2)
 
 
-def anchor_ori_exp(env: Context, command: CommandName, std: float) -> Tensor:
+def anchor_ori_exp(env: Context, command: MotionCommandName, std: float) -> Tensor:
     c = _cmd(env, command)
     return torch.exp(-quat_angle(c.anchor_quat_w, env.xquat[:, c.anchor_body]).square() / std**2)
 
 
-def body_pos_exp(env: Context, command: CommandName, std: float) -> Tensor:
+def body_pos_exp(env: Context, command: MotionCommandName, std: float) -> Tensor:
     c = _cmd(env, command)
     err = (c.body_pos_rel_w - env.xpos[:, c.body_ids]).square().sum(-1).mean(-1)
     return torch.exp(-err / std**2)
 
 
-def body_ori_exp(env: Context, command: CommandName, std: float) -> Tensor:
+def body_ori_exp(env: Context, command: MotionCommandName, std: float) -> Tensor:
     c = _cmd(env, command)
     err = quat_angle(c.body_quat_rel_w, env.xquat[:, c.body_ids]).square().mean(-1)
     return torch.exp(-err / std**2)
 
 
-def body_lin_vel_exp(env: Context, command: CommandName, std: float) -> Tensor:
+def body_lin_vel_exp(env: Context, command: MotionCommandName, std: float) -> Tensor:
     c = _cmd(env, command)
     v, _ = body_velocities(env, c.body_ids)
     return torch.exp(-(c.body_lin_vel_w - v).square().sum(-1).mean(-1) / std**2)
 
 
-def body_ang_vel_exp(env: Context, command: CommandName, std: float) -> Tensor:
+def body_ang_vel_exp(env: Context, command: MotionCommandName, std: float) -> Tensor:
     c = _cmd(env, command)
     _, w = body_velocities(env, c.body_ids)
     return torch.exp(-(c.body_ang_vel_w - w).square().sum(-1).mean(-1) / std**2)
 
 
 # -------------------------------------------------------------------- terminations
-def anchor_height_error(env: Context, command: CommandName, threshold: float) -> Tensor:
+def anchor_height_error(env: Context, command: MotionCommandName, threshold: float) -> Tensor:
     c = _cmd(env, command)
     return (c.anchor_pos_w[:, 2] - env.xpos[:, c.anchor_body, 2]).abs() > threshold
 
 
-def anchor_tilt_error(env: Context, command: CommandName, threshold: float) -> Tensor:
+def anchor_tilt_error(env: Context, command: MotionCommandName, threshold: float) -> Tensor:
     """The anchor's gravity direction (z component) differs from the reference's by more than
     ``threshold``."""
     c = _cmd(env, command)
@@ -310,7 +310,7 @@ def anchor_tilt_error(env: Context, command: CommandName, threshold: float) -> T
     return (ref - robot).abs() > threshold
 
 
-def body_height_error(env: Context, command: CommandName, bodies: Tensor, threshold: float) -> Tensor:
+def body_height_error(env: Context, command: MotionCommandName, bodies: Tensor, threshold: float) -> Tensor:
     """Any of ``bodies`` (among the tracked ones) off its reference height by more than ``threshold``."""
     c = _cmd(env, command)
     pick = (bodies.unsqueeze(1) == c.body_ids.unsqueeze(0)).float()  # (E, B): which tracked body each is
@@ -318,13 +318,13 @@ def body_height_error(env: Context, command: CommandName, bodies: Tensor, thresh
     return ((ref_z - env.xpos[:, bodies, 2]).abs() > threshold).any(-1)
 
 
-def motion_end(env: Context, command: CommandName) -> Tensor:
+def motion_end(env: Context, command: MotionCommandName) -> Tensor:
     """The reference reached the last frame of its clip."""
     return _cmd(env, command).at_clip_end()
 
 
 # -------------------------------------------------------------------- reset and events
-def reset_to_motion(env: Context, mask: Tensor, command: CommandName, pos_noise: float = 0.0,
+def reset_to_motion(env: Context, mask: Tensor, command: MotionCommandName, pos_noise: float = 0.0,
                     rot_noise: float = 0.0, lin_vel_noise: float = 0.0, ang_vel_noise: float = 0.0,
                     joint_noise: float = 0.0) -> None:
     """The robot at its reference frame, with uniform noise: root position (x, y; a quarter of it

@@ -12,6 +12,7 @@ from torch import Tensor
 from motrix_gym.manager.resolver import JointIndex, SensorSlice
 from motrix_gym.manager.terms import CommandName, reflects
 from motrix_gym.math import quat_apply_inverse
+from motrix_gym.mdp.command_names import GaitClockName
 from motrix_gym.runtime.context import Context
 
 
@@ -55,7 +56,7 @@ def command(env: Context, name: CommandName) -> Tensor:
     return env.commands[name].value
 
 
-def gait_phase(env: Context, name: CommandName) -> Tensor:
+def gait_phase(env: Context, name: GaitClockName) -> Tensor:
     """sin and cos of a gait clock's phase."""
     phi = 2.0 * torch.pi * env.commands[name].phase
     return torch.stack((torch.sin(phi), torch.cos(phi)), dim=-1)

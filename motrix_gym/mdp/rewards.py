@@ -6,18 +6,18 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import JointIndex, SensorSlice
-from motrix_gym.manager.terms import CommandName
+from motrix_gym.mdp.command_names import FeetStateName, GaitClockName, VelocityCommandName
 from motrix_gym.mdp.observations import base_lin_vel, in_contact, projected_gravity
 from motrix_gym.runtime.context import Context
 
 
-def track_lin_vel_xy(env: Context, command: CommandName, std: float) -> Tensor:
+def track_lin_vel_xy(env: Context, command: VelocityCommandName, std: float) -> Tensor:
     """exp(-|v_xy - v_cmd|^2 / std^2), velocity in the root frame."""
     err = (env.commands[command].value[:, :2] - base_lin_vel(env)[:, :2]).square().sum(-1)
     return torch.exp(-err / std**2)
 
 
-def track_ang_vel_z(env: Context, command: CommandName, std: float) -> Tensor:
+def track_ang_vel_z(env: Context, command: VelocityCommandName, std: float) -> Tensor:
     err = (env.commands[command].value[:, 2] - env.root_ang_vel_b()[:, 2]).square()
     return torch.exp(-err / std**2)
 
@@ -40,7 +40,7 @@ def joint_pose(env: Context, joints: JointIndex) -> Tensor:
     return (env.qpos[:, joints.qpos] - env.default_qpos[joints.qpos]).square().sum(-1)
 
 
-def feet_phase(env: Context, clock: CommandName, sensors: tuple[SensorSlice, SensorSlice]) -> Tensor:
+def feet_phase(env: Context, clock: GaitClockName, sensors: tuple[SensorSlice, SensorSlice]) -> Tensor:
     """Fraction of feet whose contact matches the gait clock (left stance in the first half
     of the period, right in the second; both in stance for standing lanes)."""
     gait = env.commands[clock]
@@ -51,7 +51,7 @@ def feet_phase(env: Context, clock: CommandName, sensors: tuple[SensorSlice, Sen
     return (contact == want).float().mean(-1)
 
 
-def feet_air_time(env: Context, feet: CommandName, command: CommandName, threshold: float) -> Tensor:
+def feet_air_time(env: Context, feet: FeetStateName, command: VelocityCommandName, threshold: float) -> Tensor:
     """On each touchdown, the air time of that foot's swing beyond ``threshold`` s, summed over
     feet (zero for lanes the velocity ``command`` asks to stand)."""
     f = env.commands[feet]
@@ -59,7 +59,7 @@ def feet_air_time(env: Context, feet: CommandName, command: CommandName, thresho
     return reward * (~env.commands[command].standing).float()
 
 
-def foot_slip(env: Context, feet: CommandName) -> Tensor:
+def foot_slip(env: Context, feet: FeetStateName) -> Tensor:
     """Squared horizontal speed of the soles that touch the ground, summed over feet."""
     f = env.commands[feet]
     return (f.vel[..., :2].square().sum(-1) * f.contact).sum(-1)

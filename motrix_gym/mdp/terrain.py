@@ -11,8 +11,9 @@ import math
 import torch
 from torch import Tensor
 
-from motrix_gym.manager.terms import CommandName, reflects
+from motrix_gym.manager.terms import reflects
 from motrix_gym.math import yaw_cos_sin
+from motrix_gym.mdp.command_names import VelocityCommandName
 from motrix_gym.runtime.context import Context
 
 
@@ -30,7 +31,8 @@ class TerrainCurriculum:
     draws a level over all rows. All draws come from the lane RNG.
     """
 
-    def __init__(self, env: Context, command: CommandName, max_init_level: int = 4, enabled: bool = True) -> None:
+    def __init__(self, env: Context, command: VelocityCommandName, max_init_level: int = 4,
+                 enabled: bool = True) -> None:
         if env.terrain_tiles is None:
             raise ValueError("terrain curriculum: the scene's terrain is flat (it needs generated tiles)")
         L, dev = env.num_lanes, env.device
