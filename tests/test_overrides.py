@@ -17,6 +17,7 @@ from motrix_gym.learn import checkpoint
 from motrix_gym.learn.play import play
 from motrix_gym.learn.train import train
 from motrix_gym.manager.overrides import OverrideError, apply, current, read
+from motrix_gym.manager.resolver import TaskConfigError
 from motrix_gym.registry import env_id
 from motrix_gym.vector_env import MotrixVectorEnv
 
@@ -296,3 +297,21 @@ def test_a_run_whose_options_change_the_observations_is_refused_before_it_starts
     assert not any(tmp_path.rglob("*.pt"))
     assert train(go1_longer, iterations=1, log_dir=tmp_path, compile=False, eval_lanes=0, progress=False,
                  task_options={"longer": True}).iterations == 1
+
+
+@pytest.mark.parametrize("task, path, value, message", [
+    ("G1WalkFlat", "rewards.track_lin_vel.params.std", 0.0, "reward term 'track_lin_vel': parameter 'std' must be "
+                                                            "a finite number > 0, got 0.0"),
+    ("G1WalkFlat", "rewards.track_lin_vel.params.std", -0.5, "parameter 'std' must be a finite number > 0, got -0.5"),
+    ("G1WalkFlat", "resets.default_pose.params.lift", -0.5, "reset term 'default_pose': parameter 'lift' must be a "
+                                                            "finite number >= 0, got -0.5"),
+    ("G1WbtDance", "terminations.anchor_height.params.threshold", 0.0, "termination term 'anchor_height': parameter "
+                                                                       "'threshold' must be a finite number > 0"),
+    ("G1WbtDance", "resets.motion_start.params.joint_noise", -0.1, "parameter 'joint_noise' must be a finite number "
+                                                                   ">= 0, got -0.1"),
+])
+def test_a_term_parameter_outside_what_its_annotation_allows_is_refused(task, path, value, message):
+    """A std of 0 zeroes a tracking reward (or NaN where the error is 0), a negative one is the
+    positive one, a negative lift spawns the robot into the ground: each is refused, naming it."""
+    with pytest.raises(TaskConfigError, match=re.escape(message)):
+        MotrixVectorEnv(task, 2, compile=False, overrides={path: value})

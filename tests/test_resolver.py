@@ -1,6 +1,7 @@
 """The resolver rejects broken task tables with errors that name the term."""
 
 import dataclasses
+import math
 import re
 
 import pytest
@@ -59,7 +60,7 @@ def test_parameter_checks():
                                         params={"body": Bodies("pelvis"), "hieght": 1.0})), INFO)
     with pytest.raises(TaskConfigError, match=r"reward term 'h'.*missing parameter.*'body'"):
         resolve(with_rewards(RewardTerm("h", body_height, weight=1.0)), INFO)
-    with pytest.raises(TaskConfigError, match=r"reward term 'h'.*'target' must be float"):
+    with pytest.raises(TaskConfigError, match=r"reward term 'h'.*'target' must be a finite number, got 'high'"):
         resolve(with_rewards(RewardTerm("h", body_height, weight=1.0,
                                         params={"body": Bodies("pelvis"), "target": "high"})), INFO)
     with pytest.raises(TaskConfigError, match=r"reward term 'h'.*'body' must be Bodies"):
@@ -100,6 +101,17 @@ def test_a_command_of_another_class_than_the_term_reads_is_refused(term, message
     commands = tuple(dataclasses.replace(c, cls=SteadyVelocity) if c.name == "base_velocity" else c
                      for c in TASK.commands)
     resolve(dataclasses.replace(TASK, commands=commands), INFO)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"command": "base_velocity", "std": math.nan}, "parameter 'std' must be a finite number > 0, got nan"),
+    ({"command": "base_velocity", "std": math.inf}, "parameter 'std' must be a finite number > 0, got inf"),
+    ({"command": "base_velocity", "std": True}, "parameter 'std' must be a finite number > 0, got True"),
+])
+def test_a_float_parameter_must_be_a_finite_number(params, message):
+    """Overrides refuse these themselves; a config written in Python meets the resolver."""
+    with pytest.raises(TaskConfigError, match="^reward term 'lin': " + re.escape(message) + "$"):
+        resolve(with_rewards(RewardTerm("lin", rew.track_lin_vel_xy, weight=1.0, params=params)), INFO)
 
 
 def test_missing_policy_group():

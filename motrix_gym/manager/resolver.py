@@ -27,7 +27,7 @@ from torch import Tensor
 from motrix_gym.arguments import is_int, is_number
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.patterns import lookup
-from motrix_gym.manager.terms import Bodies, FreeBody, Joints, Sensor
+from motrix_gym.manager.terms import AtLeast, Bodies, FreeBody, Joints, Sensor
 
 
 class TaskConfigError(ValueError):
@@ -255,7 +255,7 @@ def _resolve_value(value: Any, model: ModelInfo, where: str) -> Any:
     return value
 
 
-_SIMPLE_TYPES = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,)}
+_SIMPLE_TYPES = {"int": (int,), "bool": (bool,), "str": (str,)}
 _REFERENCES = {"Bodies": Bodies, "Joints": Joints, "Sensor": Sensor, "FreeBody": FreeBody}
 
 
@@ -268,30 +268,42 @@ def _hints(func: Callable[..., Any]) -> dict[str, Any]:
         return {}
 
 
-def _annotation(ann: Any) -> tuple[str | None, bool, str | None]:
-    """A parameter's annotated type by name (None: not one name), whether it admits None
-    (``X | None``), and the class of command an ``Annotated[CommandName, "Class"]`` asks for."""
+@dataclass(frozen=True)
+class _Annotation:
+    """What a term parameter's annotation asks of its value."""
+
+    name: str | None  # the type's name; None: not one type
+    optional: bool  # ``X | None``
+    command_class: str | None = None  # ``Annotated[CommandName, "Class"]``
+    bound: AtLeast | None = None  # ``Annotated[float, AtLeast(lo)]``
+
+
+def _annotation(ann: Any) -> _Annotation:
+    """A parameter's annotation, from its text or (``Annotated`` metadata included) its object."""
     if isinstance(ann, str):
         args: tuple[Any, ...] = tuple(a.strip() for a in ann.split("|"))
     elif typing.get_origin(ann) in (typing.Union, types.UnionType):
         args = typing.get_args(ann)
     else:
         args = (ann,)
-    names, kind = [], None
+    names, meta = [], []
     for a in args:
         if typing.get_origin(a) is typing.Annotated:
-            a, *meta = typing.get_args(a)
-            kind = next((m for m in meta if isinstance(m, str)), None)
+            a, *extra = typing.get_args(a)
+            meta += extra
         names.append(a if isinstance(a, str) else "None" if a is type(None) else getattr(a, "__name__", "?"))
     named = [n for n in names if n != "None"]
-    return (named[0] if len(named) == 1 else None), len(named) < len(names), kind
+    return _Annotation(named[0] if len(named) == 1 else None, len(named) < len(names),
+                       next((m for m in meta if isinstance(m, str)), None),
+                       next((m for m in meta if isinstance(m, AtLeast)), None))
 
 
 def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, where: str,
                   commands: dict[str, Any]) -> None:
     """Parameters must be exactly the function's keyword parameters after the first ``skip``, of
-    their annotated types; a ``CommandName`` must be one of ``commands`` (name: class), of the
-    class its annotation asks for, if any."""
+    their annotated types: a ``float`` a finite number, within its ``AtLeast`` bound if it has
+    one; a ``CommandName`` one of ``commands`` (name: class), of the class its annotation asks
+    for, if any."""
     sig = inspect.signature(func)
     formal = list(sig.parameters.values())[skip:]
     names = {p.name for p in formal}
@@ -306,28 +318,29 @@ def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, w
     for p in formal:
         if p.name not in params or p.annotation is inspect.Parameter.empty:
             continue
-        ann, optional, kind = _annotation(hints.get(p.name, p.annotation))
+        ann = _annotation(hints.get(p.name, p.annotation))
         value = params[p.name]
-        if ann is None or (value is None and optional):
+        if ann.name is None or (value is None and ann.optional):
             continue
-        if ann == "CommandName":
+        if ann.name == "CommandName":
             if not (isinstance(value, str) and value in commands):
                 raise TaskConfigError(f"{where}: parameter {p.name!r}: no command {value!r} (the task's commands: "
                                       f"{sorted(commands)})")
             cls = commands[value]
-            if kind is not None and kind not in {c.__name__ for c in getattr(cls, "__mro__", ())}:
+            if ann.command_class is not None and ann.command_class not in {c.__name__ for c in
+                                                                           getattr(cls, "__mro__", ())}:
                 raise TaskConfigError(f"{where}: parameter {p.name!r}: command {value!r} is a "
-                                      f"{getattr(cls, '__name__', cls)}, the term reads a {kind}")
-            continue
-        if ann in _REFERENCES:
-            ok = isinstance(value, _REFERENCES[ann])
-        elif ann in _SIMPLE_TYPES:
-            ok = isinstance(value, _SIMPLE_TYPES[ann]) and not (ann != "bool" and isinstance(value, bool))
-        else:
-            continue
-        if not ok:
-            raise TaskConfigError(f"{where}: parameter {p.name!r} must be {ann}, "
-                                  f"got {type(value).__name__} {value!r}")
+                                      f"{getattr(cls, '__name__', cls)}, the term reads a {ann.command_class}")
+        elif ann.name == "float":
+            if not (is_number(value) and (ann.bound is None or ann.bound.admits(value))):
+                bound = "" if ann.bound is None else f" {ann.bound}"
+                raise TaskConfigError(f"{where}: parameter {p.name!r} must be a finite number{bound}, got "
+                                      f"{value!r}")
+        elif ann.name in _REFERENCES or ann.name in _SIMPLE_TYPES:
+            want = _REFERENCES.get(ann.name) or _SIMPLE_TYPES[ann.name]
+            if not isinstance(value, want) or (ann.name != "bool" and isinstance(value, bool)):
+                raise TaskConfigError(f"{where}: parameter {p.name!r} must be {ann.name}, "
+                                      f"got {type(value).__name__} {value!r}")
 
 
 def _resolve_terms(kind: str, terms: tuple[Any, ...], model: ModelInfo, skip: int, commands: dict[str, Any],

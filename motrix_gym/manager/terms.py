@@ -13,19 +13,38 @@ Parameters of type :class:`Bodies`, :class:`Joints` or :class:`Sensor` are refer
 model: the resolver replaces them with index tensors and names the term when one does not match.
 A parameter annotated :data:`CommandName` names one of the task's command terms (read as
 ``env.commands[name]``); the resolver checks that the task has it and, for
-``Annotated[CommandName, "Class"]`` (``mdp/command_names.py``), that it is of that class.
+``Annotated[CommandName, "Class"]`` (``mdp/command_names.py``), that it is of that class. A
+``float`` parameter must be a finite number; :data:`Positive` and :data:`NonNegative` also bound it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NewType, TypeVar
+from typing import Annotated, Any, NewType, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 MirrorSpec = tuple[float, ...] | str | Callable[..., Any]
 # a str at run time, so a config writes the name itself; the annotation is what the resolver checks
 CommandName = NewType("CommandName", str)
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    """``Annotated[float, AtLeast(lo)]``: the parameter's least value (``strict``: above it)."""
+
+    lo: float
+    strict: bool = False
+
+    def admits(self, value: float) -> bool:
+        return value > self.lo if self.strict else value >= self.lo
+
+    def __str__(self) -> str:
+        return f"{'>' if self.strict else '>='} {self.lo:g}"
+
+
+Positive = Annotated[float, AtLeast(0.0, strict=True)]  # a std, a threshold on an error, a spacing
+NonNegative = Annotated[float, AtLeast(0.0)]  # a noise amplitude, a range about zero
 
 
 @dataclass(frozen=True)

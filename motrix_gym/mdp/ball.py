@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import RootIndex
-from motrix_gym.manager.terms import reflects
+from motrix_gym.manager.terms import NonNegative, Positive, reflects
 from motrix_gym.math import quat_apply_inverse, quat_from_axis_angle, quat_mul
 from motrix_gym.mdp.command_names import FeetStateName
 from motrix_gym.runtime.context import Context
@@ -54,7 +54,7 @@ def ball_offset(env: Context, ball: RootIndex, feet: FeetStateName) -> Tensor:
 
 
 # -------------------------------------------------------------------- rewards
-def ball_centred(env: Context, ball: RootIndex, feet: FeetStateName, std: float) -> Tensor:
+def ball_centred(env: Context, ball: RootIndex, feet: FeetStateName, std: Positive) -> Tensor:
     """exp(-offset^2 / std^2): 1 with the ball right under the middle of the feet."""
     return torch.exp(-ball_offset(env, ball, feet).square() / std**2)
 
@@ -73,7 +73,7 @@ def upright(env: Context) -> Tensor:
 
 
 # -------------------------------------------------------------------- terminations
-def ball_off_centre(env: Context, ball: RootIndex, feet: FeetStateName, max_offset: float) -> Tensor:
+def ball_off_centre(env: Context, ball: RootIndex, feet: FeetStateName, max_offset: Positive) -> Tensor:
     """The ball rolled more than ``max_offset`` times its radius out from under the feet."""
     return ball_offset(env, ball, feet) > max_offset * env.ball_radius
 
@@ -85,9 +85,10 @@ def base_below_ball_top(env: Context, ball: RootIndex, min_height: float) -> Ten
 
 
 # -------------------------------------------------------------------- reset
-def reset_on_ball(env: Context, mask: Tensor, ball: RootIndex, stance_height: float, foot_reach: float,
-                  foot_radius: float, sink: float = 0.0, ball_xy_noise: float = 0.0, ball_vel_noise: float = 0.0,
-                  base_xy_noise: float = 0.0, joint_noise: float = 0.0, yaw_range: float = 0.0) -> None:
+def reset_on_ball(env: Context, mask: Tensor, ball: RootIndex, stance_height: float, foot_reach: NonNegative,
+                  foot_radius: NonNegative, sink: NonNegative = 0.0, ball_xy_noise: NonNegative = 0.0,
+                  ball_vel_noise: NonNegative = 0.0, base_xy_noise: NonNegative = 0.0, joint_noise: NonNegative = 0.0,
+                  yaw_range: NonNegative = 0.0) -> None:
     """The ball at rest on the ground (its centre moved by up to ``ball_xy_noise``, velocities up
     to ``ball_vel_noise``); the robot in its default pose (the stance on the ball) above it,
     level, its base moved by up to ``base_xy_noise`` and turned by up to ``yaw_range``, joints

@@ -15,6 +15,7 @@ import math
 import torch
 from torch import Tensor
 
+from motrix_gym.manager.terms import NonNegative, Positive
 from motrix_gym.math import (
     normalize,
     quat_angle,
@@ -260,47 +261,47 @@ def body_velocities(env: Context, ids: Tensor) -> tuple[Tensor, Tensor]:
     return v, w
 
 
-def anchor_pos_exp(env: Context, command: MotionCommandName, std: float) -> Tensor:
+def anchor_pos_exp(env: Context, command: MotionCommandName, std: Positive) -> Tensor:
     c = _cmd(env, command)
     return torch.exp(-(c.anchor_pos_w - env.xpos[:, c.anchor_body]).square().sum(-1) / std**2)
 
 
-def anchor_ori_exp(env: Context, command: MotionCommandName, std: float) -> Tensor:
+def anchor_ori_exp(env: Context, command: MotionCommandName, std: Positive) -> Tensor:
     c = _cmd(env, command)
     return torch.exp(-quat_angle(c.anchor_quat_w, env.xquat[:, c.anchor_body]).square() / std**2)
 
 
-def body_pos_exp(env: Context, command: MotionCommandName, std: float) -> Tensor:
+def body_pos_exp(env: Context, command: MotionCommandName, std: Positive) -> Tensor:
     c = _cmd(env, command)
     err = (c.body_pos_rel_w - env.xpos[:, c.body_ids]).square().sum(-1).mean(-1)
     return torch.exp(-err / std**2)
 
 
-def body_ori_exp(env: Context, command: MotionCommandName, std: float) -> Tensor:
+def body_ori_exp(env: Context, command: MotionCommandName, std: Positive) -> Tensor:
     c = _cmd(env, command)
     err = quat_angle(c.body_quat_rel_w, env.xquat[:, c.body_ids]).square().mean(-1)
     return torch.exp(-err / std**2)
 
 
-def body_lin_vel_exp(env: Context, command: MotionCommandName, std: float) -> Tensor:
+def body_lin_vel_exp(env: Context, command: MotionCommandName, std: Positive) -> Tensor:
     c = _cmd(env, command)
     v, _ = body_velocities(env, c.body_ids)
     return torch.exp(-(c.body_lin_vel_w - v).square().sum(-1).mean(-1) / std**2)
 
 
-def body_ang_vel_exp(env: Context, command: MotionCommandName, std: float) -> Tensor:
+def body_ang_vel_exp(env: Context, command: MotionCommandName, std: Positive) -> Tensor:
     c = _cmd(env, command)
     _, w = body_velocities(env, c.body_ids)
     return torch.exp(-(c.body_ang_vel_w - w).square().sum(-1).mean(-1) / std**2)
 
 
 # -------------------------------------------------------------------- terminations
-def anchor_height_error(env: Context, command: MotionCommandName, threshold: float) -> Tensor:
+def anchor_height_error(env: Context, command: MotionCommandName, threshold: Positive) -> Tensor:
     c = _cmd(env, command)
     return (c.anchor_pos_w[:, 2] - env.xpos[:, c.anchor_body, 2]).abs() > threshold
 
 
-def anchor_tilt_error(env: Context, command: MotionCommandName, threshold: float) -> Tensor:
+def anchor_tilt_error(env: Context, command: MotionCommandName, threshold: Positive) -> Tensor:
     """The anchor's gravity direction (z component) differs from the reference's by more than
     ``threshold``."""
     c = _cmd(env, command)
@@ -310,7 +311,7 @@ def anchor_tilt_error(env: Context, command: MotionCommandName, threshold: float
     return (ref - robot).abs() > threshold
 
 
-def body_height_error(env: Context, command: MotionCommandName, bodies: Tensor, threshold: float) -> Tensor:
+def body_height_error(env: Context, command: MotionCommandName, bodies: Tensor, threshold: Positive) -> Tensor:
     """Any of ``bodies`` (among the tracked ones) off its reference height by more than ``threshold``."""
     c = _cmd(env, command)
     pick = (bodies.unsqueeze(1) == c.body_ids.unsqueeze(0)).float()  # (E, B): which tracked body each is
@@ -324,9 +325,9 @@ def motion_end(env: Context, command: MotionCommandName) -> Tensor:
 
 
 # -------------------------------------------------------------------- reset and events
-def reset_to_motion(env: Context, mask: Tensor, command: MotionCommandName, pos_noise: float = 0.0,
-                    rot_noise: float = 0.0, lin_vel_noise: float = 0.0, ang_vel_noise: float = 0.0,
-                    joint_noise: float = 0.0) -> None:
+def reset_to_motion(env: Context, mask: Tensor, command: MotionCommandName, pos_noise: NonNegative = 0.0,
+                    rot_noise: NonNegative = 0.0, lin_vel_noise: NonNegative = 0.0, ang_vel_noise: NonNegative = 0.0,
+                    joint_noise: NonNegative = 0.0) -> None:
     """The robot at its reference frame, with uniform noise: root position (x, y; a quarter of it
     in z), root roll/pitch/yaw, root velocities, joints (clamped to their limits)."""
     place_at_reference(env, _cmd(env, command), mask, pos_noise, rot_noise, lin_vel_noise, ang_vel_noise,

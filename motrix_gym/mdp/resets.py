@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import torch
 
+from motrix_gym.manager.terms import NonNegative
 from motrix_gym.math import quat_from_axis_angle, quat_mul
 from motrix_gym.mdp.command_names import TerrainCurriculumName
 from motrix_gym.runtime.context import Context
 
 
-def reset_default_pose(env: Context, mask: torch.Tensor, joint_noise: float = 0.0, yaw_range: float = 0.0,
-                       vel_noise: float = 0.0, origins: TerrainCurriculumName | None = None, xy_noise: float = 0.0,
-                       lift: float = 0.0) -> None:
+def reset_default_pose(env: Context, mask: torch.Tensor, joint_noise: NonNegative = 0.0,
+                       yaw_range: NonNegative = 0.0, vel_noise: NonNegative = 0.0,
+                       origins: TerrainCurriculumName | None = None, xy_noise: NonNegative = 0.0,
+                       lift: NonNegative = 0.0) -> None:
     """Default pose, root yaw uniform in +-``yaw_range``, joints +-``joint_noise`` (clamped to
     their limits), every velocity uniform in +-``vel_noise``. The root stands at the ``origin``
     of the command named ``origins`` (a terrain curriculum; none: the world origin), moved by up

@@ -6,18 +6,19 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import JointIndex, SensorSlice
+from motrix_gym.manager.terms import NonNegative, Positive
 from motrix_gym.mdp.command_names import FeetStateName, GaitClockName, VelocityCommandName
 from motrix_gym.mdp.observations import base_lin_vel, in_contact, projected_gravity
 from motrix_gym.runtime.context import Context
 
 
-def track_lin_vel_xy(env: Context, command: VelocityCommandName, std: float) -> Tensor:
+def track_lin_vel_xy(env: Context, command: VelocityCommandName, std: Positive) -> Tensor:
     """exp(-|v_xy - v_cmd|^2 / std^2), velocity in the root frame."""
     err = (env.commands[command].value[:, :2] - base_lin_vel(env)[:, :2]).square().sum(-1)
     return torch.exp(-err / std**2)
 
 
-def track_ang_vel_z(env: Context, command: VelocityCommandName, std: float) -> Tensor:
+def track_ang_vel_z(env: Context, command: VelocityCommandName, std: Positive) -> Tensor:
     err = (env.commands[command].value[:, 2] - env.root_ang_vel_b()[:, 2]).square()
     return torch.exp(-err / std**2)
 
@@ -51,7 +52,7 @@ def feet_phase(env: Context, clock: GaitClockName, sensors: tuple[SensorSlice, S
     return (contact == want).float().mean(-1)
 
 
-def feet_air_time(env: Context, feet: FeetStateName, command: VelocityCommandName, threshold: float) -> Tensor:
+def feet_air_time(env: Context, feet: FeetStateName, command: VelocityCommandName, threshold: NonNegative) -> Tensor:
     """On each touchdown, the air time of that foot's swing beyond ``threshold`` s, summed over
     feet (zero for lanes the velocity ``command`` asks to stand)."""
     f = env.commands[feet]
@@ -85,7 +86,7 @@ def joint_acc(env: Context, joints: JointIndex) -> Tensor:
     return env.qacc[:, joints.dof].square().sum(-1)
 
 
-def joint_limits(env: Context, soft: float = 0.9) -> Tensor:
+def joint_limits(env: Context, soft: Positive = 0.9) -> Tensor:
     """How far joints are beyond ``soft`` x their range (rad, summed)."""
     lo, hi = env.qpos_limits[:, 0], env.qpos_limits[:, 1]
     mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo) * soft

@@ -7,6 +7,7 @@ import math
 from torch import Tensor
 
 from motrix_gym.manager.resolver import SensorSlice
+from motrix_gym.manager.terms import Positive
 from motrix_gym.mdp.observations import in_contact, projected_gravity
 from motrix_gym.runtime.context import Context
 
@@ -20,7 +21,7 @@ def illegal_contact(env: Context, sensors: tuple[SensorSlice, ...]) -> Tensor:
     return in_contact(env, sensors).any(-1)
 
 
-def bad_orientation(env: Context, limit_angle: float) -> Tensor:
+def bad_orientation(env: Context, limit_angle: Positive) -> Tensor:
     """Root tilted more than ``limit_angle`` radians from upright."""
     cos_tilt = -projected_gravity(env)[:, 2]
     return cos_tilt < math.cos(limit_angle)

@@ -11,7 +11,7 @@ import math
 import torch
 from torch import Tensor
 
-from motrix_gym.manager.terms import reflects
+from motrix_gym.manager.terms import Positive, reflects
 from motrix_gym.math import yaw_cos_sin
 from motrix_gym.mdp.command_names import VelocityCommandName
 from motrix_gym.runtime.context import Context
@@ -106,7 +106,7 @@ def scan_mirror(size: tuple = (1.6, 1.0), resolution: float = 0.1, offset: float
 
 
 @reflects(scan_mirror)
-def height_scan(env: Context, size: tuple = (1.6, 1.0), resolution: float = 0.1, offset: float = 0.5) -> Tensor:
+def height_scan(env: Context, size: tuple = (1.6, 1.0), resolution: Positive = 0.1, offset: float = 0.5) -> Tensor:
     """Height of the base above the ground at a yaw-aligned grid of points around it, minus
     ``offset`` and clipped to [-1, 1] (m): (lanes, points), x-major."""
     p = scan_points(size, resolution).to(env.device)
