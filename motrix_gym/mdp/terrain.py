@@ -35,6 +35,8 @@ class TerrainCurriculum:
                  enabled: bool = True) -> None:
         if env.terrain_tiles is None:
             raise ValueError("terrain curriculum: the scene's terrain is flat (it needs generated tiles)")
+        if max_init_level < 0:  # an int: the resolver checked
+            raise ValueError(f"terrain curriculum: max_init_level must be >= 0 (a row of tiles), got {max_init_level}")
         L, dev = env.num_lanes, env.device
         self.rows, self.cols = env.terrain_tiles.shape[:2]
         self.tiles = env.terrain_tiles.to(dev).reshape(-1, 3)
