@@ -2,6 +2,7 @@
 tracking reward without a termination, and the adaptive sampler keeps its contracts."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -9,7 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from motrix_gym.envs import task_config
 from motrix_gym.envs.wbt.tracking import G1_TRACKING, MOTIONS, T1_TRACKING, tracking
+from motrix_gym.manager.resolver import TaskConfigError
 from motrix_gym.mdp import motion as mo
 from motrix_gym.vector_env import MotrixVectorEnv
 
@@ -113,6 +116,22 @@ def test_sampling_options():
         env.close()
     with pytest.raises(ValueError, match="sampling"):
         MotrixVectorEnv("G1WbtMix", 2, compile=False, sampling="random")
+
+
+@pytest.mark.parametrize("param, value, message", [
+    ("floor", 1.5, "motion command: floor must be in [0, 1], got 1.5"),
+    ("alpha", 0.0, "motion command: alpha must be in (0, 1], got 0.0"),
+    ("smoothing", -0.1, "motion command: smoothing must be in [0, 1], got -0.1"),
+    ("kernel", -1, "motion command: kernel must be >= 0 (bins), got -1"),
+    ("bin_s", 0.0, "parameter 'bin_s' must be a finite number > 0, got 0.0"),
+])
+def test_adaptive_sampler_settings_out_of_range_are_refused(param, value, message):
+    """A floor above 1 gives negative probabilities; the others weigh or bin nothing."""
+    cfg = task_config("G1WbtDance")
+    cfg = dataclasses.replace(cfg, commands=tuple(dataclasses.replace(c, params={**c.params, param: value})
+                                                  for c in cfg.commands))
+    with pytest.raises(TaskConfigError, match="^command term 'motion': " + re.escape(message) + "$"):
+        MotrixVectorEnv(cfg, 2, compile=False)
 
 
 # ------------------------------------------------------------------------ adaptive sampler
