@@ -466,15 +466,15 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
                                       f"{hinge.names[i]!r} is outside its range [{lo}, {hi}]")
             default_qpos[int(hinge.qpos[i])] = value
 
-    names = {c.name: c.cls for c in task.commands}
+    command_classes = {c.name: c.cls for c in task.commands}
     terms = {
-        "commands": _resolve_terms("command", task.commands, model, 1, names, lambda t: t.cls),
-        "rewards": _resolve_terms("reward", task.rewards, model, 1, names),
-        "terminations": _resolve_terms("termination", task.terminations, model, 1, names),
-        "resets": _resolve_terms("reset", task.resets, model, 2, names),
-        "events": _resolve_terms("event", task.events, model, 2, names),
+        "commands": _resolve_terms("command", task.commands, model, 1, command_classes, lambda t: t.cls),
+        "rewards": _resolve_terms("reward", task.rewards, model, 1, command_classes),
+        "terminations": _resolve_terms("termination", task.terminations, model, 1, command_classes),
+        "resets": _resolve_terms("reset", task.resets, model, 2, command_classes),
+        "events": _resolve_terms("event", task.events, model, 2, command_classes),
     }
-    observations = {g: _resolve_terms(f"observation[{g}]", ts, model, 1, names)
+    observations = {g: _resolve_terms(f"observation[{g}]", ts, model, 1, command_classes)
                     for g, ts in task.observations.items()}
     reads = BASE_READS + tuple(r for r in task.extra_reads if r not in BASE_READS)
     every = [t for ts in (*terms.values(), *observations.values()) for t in ts]
