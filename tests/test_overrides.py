@@ -57,6 +57,7 @@ def leaves(obj, path=""):
     ("actions.clip", 3.0, 3.0),
     ("actions.scale..*_calf_joint", 0.3, 0.3),  # a dict's key with dots in it, whole
     ("scene.robot.default_joint_pos..*_thigh_joint", 1.0, 1.0),
+    ("rewards.joint_limit.params.soft", 0.95, 0.95),  # a parameter the task leaves at its default
 ])
 def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
     cfg = apply(BASE, {path: value})
@@ -69,6 +70,10 @@ def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
 
 @pytest.mark.parametrize("overrides, message", [
     ({"rewards.alivee.weight": 1.0}, "override 'rewards.alivee.weight': rewards has no 'alivee' (it has ["),
+    ({"rewards.joint_limit.params.sfot": 0.9}, "override 'rewards.joint_limit.params.sfot': rewards.joint_limit.params "
+                                               "has no 'sfot' (it has ['soft'])"),
+    ({"rewards.joint_limit.params.soft": "0.9"}, "override 'rewards.joint_limit.params.soft': expected a finite "
+                                                 "number, like 0.9, got '0.9'"),
     ({"observations.actor.joint_pos.scale": 1.0}, "observations has no 'actor' (it has ['critic', 'policy'])"),
     ({"rewards.alive.weight": True}, "override 'rewards.alive.weight': expected a finite number, like 0.5, got True"),
     ({"rewards.alive.weight": "1"}, "expected a finite number, like 0.5, got '1'"),
@@ -114,6 +119,7 @@ def test_text_reads_as_the_kind_of_the_value_it_replaces(x, n):
     assert read(BASE, "events.push.interval_s", f"{x!r},{n}") == (x, float(n))
     assert read(BASE, "observations.policy.joint_pos.clip", f"{x!r},{n}") == (x, float(n))  # None: numbers
     assert read(BASE, "commands.base_velocity.params.ranges.1", f"{n},{x!r}") == (float(n), x)
+    assert read(BASE, "rewards.joint_limit.params.soft", repr(x)) == x  # a default of the term's function
 
 
 @pytest.mark.parametrize("path, raw, message", [

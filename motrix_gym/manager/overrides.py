@@ -3,7 +3,8 @@
 ``events.push.interval_s``, ``commands.base_velocity.params.ranges``, ``episode_length_s``.
 
 A path walks a dataclass by field, a tuple of terms by term name, a dict (observation groups, a
-term's params, per-joint action scales) by key, a key with dots in it whole
+term's params, per-joint action scales) by key, where a term's params include its function's
+keyword parameters that the task leaves at their defaults, a key with dots in it whole
 (``actions.scale..*_knee_joint``), and another tuple of parts or of tuples by index
 (``scene.terrain.sub_terrains.0.noise``, ``commands.base_velocity.params.ranges.2``). A new value
 must be of the kind it replaces: a bool for a bool, an int for an int, a number for a float, a str
@@ -15,6 +16,7 @@ resolver's) then judge the values when it is made.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -32,11 +34,31 @@ def _named(obj: Any) -> bool:
         dataclasses.is_dataclass(t) and isinstance(getattr(t, "name", None), str) for t in obj)
 
 
+class _Params(dict):
+    """A term's ``params`` as a path sees them: the ones the task sets and, under those, the
+    defaults of its function's other keyword parameters. Setting one adds it to ``explicit``, the
+    task's own, and leaves the other defaults to the function."""
+
+    def __init__(self, term: Any) -> None:
+        func = getattr(term, "func", None) or term.cls
+        try:
+            formal = inspect.signature(func).parameters.values()
+        except (TypeError, ValueError):  # a callable whose signature cannot be read: its params only
+            formal = ()
+        defaults = {p.name: p.default for p in formal if p.default is not inspect.Parameter.empty
+                    and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        super().__init__({**defaults, **term.params})
+        self.explicit = dict(term.params)
+
+
 def _children(obj: Any) -> dict[str, Any] | None:
     """What a path may step into from ``obj``, by name (by index in a tuple of unnamed parts or
     of tuples); None for a value."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        children = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        if isinstance(children.get("params"), Mapping) and callable(getattr(obj, "func", getattr(obj, "cls", None))):
+            children["params"] = _Params(obj)
+        return children
     if _named(obj):
         return {t.name: t for t in obj}
     if isinstance(obj, tuple) and any(isinstance(t, tuple) or dataclasses.is_dataclass(t) for t in obj):
@@ -59,6 +81,8 @@ def _rebuilt(obj: Any, key: str, value: Any) -> Any:
         return tuple(value if t.name == key else t for t in obj)
     if isinstance(obj, tuple):
         return tuple(value if str(i) == key else t for i, t in enumerate(obj))
+    if isinstance(obj, _Params):
+        return {**obj.explicit, key: value}
     if isinstance(obj, Mapping):
         return {**obj, key: value}
     return dataclasses.replace(obj, **{key: value})
