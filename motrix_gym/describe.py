@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from motrix_gym.envs import TASKS, task_options
 from motrix_gym.manager.resolver import TaskConfigError
+from motrix_gym.manager.terms import term_function, term_params
 from motrix_gym.sim.terrain import columns
 
 
@@ -37,9 +38,11 @@ def _value(v: Any) -> str:
     return repr(v)
 
 
-def _call(func: Callable[..., Any], params: dict[str, Any]) -> str:
+def _call(term: Any) -> str:
+    """``term``'s function with every parameter it is called with, defaults included."""
+    func = term_function(term)
     name = f"{func.__module__.removeprefix('motrix_gym.')}.{func.__qualname__}"
-    return f"{name}({', '.join(f'{k}={_value(v)}' for k, v in params.items())})"
+    return f"{name}({', '.join(f'{k}={_value(v)}' for k, v in term_params(term).items())})"
 
 
 def _delay(term: Any) -> str:
@@ -109,19 +112,19 @@ def describe(env: Any) -> str:
         lines += _table(("columns", "term", "scale", "noise", "clip", "history", "delay", "mirror", "function"), [
             (f"{cols[t.name].start}:{cols[t.name].stop}", t.name, _value(t.cfg.scale), _range(t.cfg.noise),
              _range(t.cfg.clip), str(t.cfg.history), _delay(t.cfg), _reflection(t.cfg),
-             _call(t.cfg.func, t.cfg.params)) for t in terms])
+             _call(t.cfg)) for t in terms])
     lines += ["", "rewards (each step adds weight * value * step_dt)"]
     lines += _table(("term", "weight", "function"),
-                    [(t.name, _value(t.cfg.weight), _call(t.cfg.func, t.cfg.params)) for t in program.rewards])
+                    [(t.name, _value(t.cfg.weight), _call(t.cfg)) for t in program.rewards])
     lines += ["", "terminations"]
     lines += _table(("term", "ends as", "function"),
-                    [(t.name, "truncation" if t.cfg.time_out else "termination", _call(t.cfg.func, t.cfg.params))
+                    [(t.name, "truncation" if t.cfg.time_out else "termination", _call(t.cfg))
                      for t in program.terminations])
-    events = [(t.name, _range(t.interval_s) + " s", _call(t.func, t.params)) for t in task.events]
+    events = [(t.name, _range(t.interval_s) + " s", _call(t)) for t in task.events]
     for title, header, rows in (
-            ("commands", ("name", "class"), [(t.name, _call(t.cls, t.params)) for t in task.commands]),
+            ("commands", ("name", "class"), [(t.name, _call(t)) for t in task.commands]),
             ("events (each lane at random intervals)", ("name", "every", "function"), events),
-            ("resets", ("name", "function"), [(t.name, _call(t.func, t.params)) for t in task.resets])):
+            ("resets", ("name", "function"), [(t.name, _call(t)) for t in task.resets])):
         if rows:
             lines += ["", title, *_table(header, rows)]
     action = program.action

@@ -27,7 +27,6 @@ episode starts), as rsl_rl's own TorchScript export does."""
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import warnings
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from motrix_gym.manager.terms import Bodies, FreeBody, Joints, Sensor
+from motrix_gym.manager.terms import Bodies, FreeBody, Joints, Sensor, term_params
 from motrix_gym.mdp.observations import gait_phase
 
 if TYPE_CHECKING:
@@ -54,13 +53,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
     return value
-
-
-def _params(func: Any, params: dict[str, Any]) -> dict[str, Any]:
-    """Every keyword parameter of an observation function as a term calls it, defaults included."""
-    defaults = {name: p.default for name, p in list(inspect.signature(func).parameters.items())[1:]
-                if p.default is not inspect.Parameter.empty}
-    return {name: _plain(value) for name, value in {**defaults, **params}.items()}
 
 
 def _floats(values: Any) -> str:
@@ -98,7 +90,8 @@ def deployment_metadata(env: MotrixVectorEnv, env_id: str, checkpoint: Path) -> 
         "observation_clips": ",".join("none" if t.cfg.clip is None else f"{t.cfg.clip[0]!r}:{t.cfg.clip[1]!r}"
                                       for t in terms),
         "observation_functions": ",".join(f"{t.func.__module__}.{t.func.__qualname__}" for t in terms),
-        "observation_params": json.dumps([_params(t.func, t.cfg.params) for t in terms], default=repr),
+        "observation_params": json.dumps([{k: _plain(v) for k, v in term_params(t.cfg).items()} for t in terms],
+                                         default=repr),
     }
     if clocks:
         (clock,) = clocks

@@ -16,12 +16,12 @@ resolver's) then judge the values when it is made.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from motrix_gym.arguments import is_int, is_number
+from motrix_gym.manager.terms import TERM_TYPES, term_params
 
 
 class OverrideError(ValueError):
@@ -40,14 +40,7 @@ class _Params(dict):
     task's own, and leaves the other defaults to the function."""
 
     def __init__(self, term: Any) -> None:
-        func = getattr(term, "func", None) or term.cls
-        try:
-            formal = inspect.signature(func).parameters.values()
-        except (TypeError, ValueError):  # a callable whose signature cannot be read: its params only
-            formal = ()
-        defaults = {p.name: p.default for p in formal if p.default is not inspect.Parameter.empty
-                    and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-        super().__init__({**defaults, **term.params})
+        super().__init__(term_params(term))
         self.explicit = dict(term.params)
 
 
@@ -56,7 +49,7 @@ def _children(obj: Any) -> dict[str, Any] | None:
     of tuples); None for a value."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         children = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-        if isinstance(children.get("params"), Mapping) and callable(getattr(obj, "func", getattr(obj, "cls", None))):
+        if isinstance(obj, TERM_TYPES):
             children["params"] = _Params(obj)
         return children
     if _named(obj):

@@ -27,7 +27,7 @@ from torch import Tensor
 from motrix_gym.arguments import is_int, is_number
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.patterns import lookup
-from motrix_gym.manager.terms import AtLeast, Bodies, FreeBody, Joints, Sensor
+from motrix_gym.manager.terms import AtLeast, Bodies, FreeBody, Joints, Sensor, term_function
 
 
 class TaskConfigError(ValueError):
@@ -343,8 +343,8 @@ def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, w
                                       f"got {type(value).__name__} {value!r}")
 
 
-def _resolve_terms(kind: str, terms: tuple[Any, ...], model: ModelInfo, skip: int, commands: dict[str, Any],
-                   func_of: Callable[[Any], Callable[..., Any]] = lambda t: t.func) -> tuple[ResolvedTerm, ...]:
+def _resolve_terms(kind: str, terms: tuple[Any, ...], model: ModelInfo, skip: int,
+                   commands: dict[str, Any]) -> tuple[ResolvedTerm, ...]:
     seen: set[str] = set()
     out = []
     for term in terms:
@@ -354,7 +354,7 @@ def _resolve_terms(kind: str, terms: tuple[Any, ...], model: ModelInfo, skip: in
         if term.name in seen:
             raise TaskConfigError(f"{where}: duplicate name")
         seen.add(term.name)
-        func = func_of(term)
+        func = term_function(term)
         if not callable(func):
             raise TaskConfigError(f"{where}: {func!r} is not callable")
         _check_params(func, term.params, skip, where, commands)
@@ -468,7 +468,7 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
 
     command_classes = {c.name: c.cls for c in task.commands}
     terms = {
-        "commands": _resolve_terms("command", task.commands, model, 1, command_classes, lambda t: t.cls),
+        "commands": _resolve_terms("command", task.commands, model, 1, command_classes),
         "rewards": _resolve_terms("reward", task.rewards, model, 1, command_classes),
         "terminations": _resolve_terms("termination", task.terminations, model, 1, command_classes),
         "resets": _resolve_terms("reset", task.resets, model, 2, command_classes),

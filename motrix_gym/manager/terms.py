@@ -19,6 +19,7 @@ A parameter annotated :data:`CommandName` names one of the task's command terms 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NewType, TypeVar
@@ -187,6 +188,27 @@ class CommandTerm:
     name: str
     cls: type
     params: dict[str, Any] = field(default_factory=dict)
+
+
+TERM_TYPES = (ObservationTerm, RewardTerm, TerminationTerm, ResetTerm, EventTerm, CommandTerm)
+
+
+def term_function(term: Any) -> Callable[..., Any]:
+    """What ``term`` calls: its function, or a command's class."""
+    return term.cls if isinstance(term, CommandTerm) else term.func
+
+
+def term_params(term: Any) -> dict[str, Any]:
+    """The parameters ``term``'s function is called with, in its signature's order: the task's
+    own, and the keyword parameters the task leaves at their defaults."""
+    try:
+        formal = inspect.signature(term_function(term)).parameters.values()
+    except (TypeError, ValueError):  # a callable whose signature cannot be read: the task's own only
+        formal = ()
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    merged = {p.name: term.params.get(p.name, p.default) for p in formal if p.name in term.params
+              or (p.default is not inspect.Parameter.empty and p.kind in keyword)}
+    return {**merged, **term.params}
 
 
 @dataclass(frozen=True)
