@@ -313,6 +313,8 @@ def test_a_run_whose_options_change_the_observations_is_refused_before_it_starts
                                                             "finite number >= 0, got -0.5"),
     ("G1WbtDance", "terminations.anchor_height.params.threshold", 0.0, "termination term 'anchor_height': parameter "
                                                                        "'threshold' must be a finite number > 0"),
+    ("Go1WalkFlat", "commands.base_velocity.params.good_error", -0.1, "command term 'base_velocity': parameter "
+                                                                      "'good_error' must be a finite number > 0"),
     ("G1WbtDance", "resets.motion_start.params.joint_noise", -0.1, "parameter 'joint_noise' must be a finite number "
                                                                    ">= 0, got -0.1"),
 ])

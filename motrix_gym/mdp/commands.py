@@ -14,6 +14,7 @@ from torch import Tensor
 
 from motrix_gym.arguments import is_number
 from motrix_gym.manager.resolver import SensorSlice
+from motrix_gym.manager.terms import Positive
 from motrix_gym.math import quat_apply, yaw_cos_sin
 from motrix_gym.mdp.command_names import VelocityCommandName
 from motrix_gym.mdp.markers import COMMAND, MEASURED, Arrows
@@ -55,7 +56,7 @@ class VelocityCommand:
 
     def __init__(self, env: Context, ranges: tuple = ((-1.0, 1.0), (-1.0, 1.0), (-1.0, 1.0)),
                  standing_fraction: float = 0.2, resample_s: float = 10.0, marker_height: float = 0.5,
-                 levels: tuple[float, ...] = (1.0,), good_error: float = 0.25,
+                 levels: tuple[float, ...] = (1.0,), good_error: Positive = 0.25,
                  heading: tuple[float, float] | None = None, heading_gain: float = 0.5) -> None:
         pairs = tuple(ranges) if isinstance(ranges, (tuple, list)) else ()
         if len(pairs) != 3 or not all(len(r) == 2 and all(map(is_number, r)) and r[0] <= r[1] for r in pairs):
