@@ -268,6 +268,13 @@ def test_a_velocity_command_with_bad_parameters_is_refused_naming_the_term(path,
         MotrixVectorEnv("Go1WalkFlat", 2, compile=False, overrides={path: value})
 
 
+def test_what_a_term_raises_at_its_first_call_names_the_term():
+    """``command`` reads any command's value; one without a value fails when the env is made."""
+    with pytest.raises(TaskConfigError, match=re.escape("observation[policy] term 'command': AttributeError: "
+                                                        "'FeetState' object has no attribute 'value'")):
+        MotrixVectorEnv("Go1WalkFlat", 2, compile=False, overrides={"observations.policy.command.params.name": "feet"})
+
+
 def test_a_negative_first_terrain_level_is_refused():
     """It would index the tile grid from its end: lanes starting on the hardest rows."""
     with pytest.raises(TaskConfigError, match=re.escape("command term 'terrain': terrain curriculum: max_init_level "

@@ -46,6 +46,15 @@ def _call(term: ResolvedTerm, env: Context, *args: object) -> Tensor:
     return term.func(env, *args, **term.params)
 
 
+def _probed(kind: str, term: ResolvedTerm, env: Context) -> object:
+    """``term``'s first call, when the env is made: what it raises names the term (a command of
+    another kind than it reads, a parameter its code refuses)."""
+    try:
+        return _call(term, env)
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError, RuntimeError) as e:
+        raise TaskConfigError(f"{kind} term {term.name!r}: {type(e).__name__}: {e}") from e
+
+
 def _span(lo_hi: tuple[float, float], u: Tensor) -> Tensor:
     return lo_hi[0] + (lo_hi[1] - lo_hi[0]) * u
 
@@ -447,7 +456,7 @@ class TorchManagerRuntime:
     def _probe(self, group: str, terms: tuple[ResolvedTerm, ...]) -> list[int]:
         dims = []
         for t in terms:
-            out = _call(t, self.ctx)
+            out = _probed(f"observation[{group}]", t, self.ctx)
             if not (isinstance(out, Tensor) and out.dim() == 2 and out.shape[0] == self.ctx.num_lanes
                     and out.dtype == torch.float32):
                 shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
@@ -458,7 +467,7 @@ class TorchManagerRuntime:
 
     def _probe_scalar(self, kind: str, terms: tuple[ResolvedTerm, ...], dtype: torch.dtype) -> None:
         for t in terms:
-            out = _call(t, self.ctx)
+            out = _probed(kind, t, self.ctx)
             if not (isinstance(out, Tensor) and tuple(out.shape) == (self.ctx.num_lanes,)
                     and out.dtype == dtype):
                 got = (tuple(out.shape), out.dtype) if isinstance(out, Tensor) else type(out).__name__
