@@ -3,12 +3,14 @@
 import dataclasses
 import math
 import re
+import typing
 
 import pytest
 
+from motrix_gym.envs import TASKS, task_config
 from motrix_gym.envs.walk.velocity import g1_flat
 from motrix_gym.manager.resolver import TaskConfigError, resolve
-from motrix_gym.manager.terms import Bodies, CommandName, Joints, ObservationTerm, RewardTerm, Sensor
+from motrix_gym.manager.terms import Bodies, CommandName, Joints, ObservationTerm, RewardTerm, Sensor, term_function
 from motrix_gym.mdp import observations as obs
 from motrix_gym.mdp import rewards as rew
 from motrix_gym.mdp.commands import VelocityCommand
@@ -112,6 +114,19 @@ def test_a_float_parameter_must_be_a_finite_number(params, message):
     """Overrides refuse these themselves; a config written in Python meets the resolver."""
     with pytest.raises(TaskConfigError, match="^reward term 'lin': " + re.escape(message) + "$"):
         resolve(with_rewards(RewardTerm("lin", rew.track_lin_vel_xy, weight=1.0, params=params)), INFO)
+
+
+def test_every_built_in_term_s_annotations_resolve():
+    """The resolver reads a term's annotations as objects where they resolve and as text where
+    not, which cannot see ``Positive`` or a command's class: every built-in term's resolve."""
+    for name in TASKS:
+        for mode in ("train", "play"):
+            cfg = task_config(name, mode=mode)
+            terms = (*cfg.commands, *cfg.rewards, *cfg.terminations, *cfg.resets, *cfg.events,
+                     *(t for group in cfg.observations.values() for t in group))
+            for t in terms:
+                func = term_function(t)
+                assert typing.get_type_hints(func.__init__ if isinstance(func, type) else func, include_extras=True)
 
 
 def test_missing_policy_group():
