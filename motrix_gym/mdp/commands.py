@@ -66,9 +66,12 @@ class VelocityCommand:
             raise ValueError(f"velocity command: standing_fraction must be in [0, 1], got {standing_fraction!r}")
         if not (is_number(resample_s) and resample_s > 0):
             raise ValueError(f"velocity command: resample_s must be a finite number > 0 (s), got {resample_s!r}")
-        if not (levels and levels[0] > 0 and all(a <= b for a, b in zip(levels, levels[1:]))):
+        if not (isinstance(levels, (tuple, list)) and levels and all(map(is_number, levels)) and levels[0] > 0
+                and all(a <= b for a, b in zip(levels, levels[1:]))):
             raise ValueError(f"velocity command: levels must be increasing factors > 0, got {levels!r}")
-        if heading is not None and not (len(heading) == 2 and heading[0] <= heading[1] and heading_gain > 0):
+        if heading is not None and not (isinstance(heading, (tuple, list)) and len(heading) == 2
+                                        and all(map(is_number, heading)) and heading[0] <= heading[1]
+                                        and heading_gain > 0):
             raise ValueError(f"velocity command: heading must be (lo, hi) with lo <= hi and heading_gain > 0, "
                              f"got {heading!r} and {heading_gain!r}")
         L = env.num_lanes
