@@ -17,6 +17,8 @@ from motrix_gym.sim.scene import build_model, model_info
 
 TASK = g1_flat()
 INFO = model_info(build_model(TASK.scene, TASK.sim_dt))
+GO1 = task_config("Go1WalkFlat")
+GO1_INFO = model_info(build_model(GO1.scene, GO1.sim_dt))
 
 
 def body_height(env, body: "Bodies", target: float = 0.0):
@@ -113,6 +115,20 @@ def test_a_float_parameter_must_be_a_finite_number(params, message):
     """Overrides refuse these themselves; a config written in Python meets the resolver."""
     with pytest.raises(TaskConfigError, match="^reward term 'lin': " + re.escape(message) + "$"):
         resolve(with_rewards(RewardTerm("lin", rew.track_lin_vel_xy, weight=1.0, params=params)), INFO)
+
+
+@pytest.mark.parametrize("lin, message", [
+    ((0.5, 0.5), "parameter 'lin' must be a tuple of 3 numbers, got (0.5, 0.5)"),
+    (0.5, "parameter 'lin' must be a tuple of 3 numbers, got 0.5"),
+    ((0.5, math.nan, 0.2), "parameter 'lin' item 1 must be a finite number >= 0, got nan (in (0.5, nan, 0.2))"),
+    ([0.5, 0.5, "0.2"], "parameter 'lin' item 2 must be a finite number >= 0, got '0.2' (in [0.5, 0.5, '0.2'])"),
+])
+def test_each_item_of_a_tuple_of_numbers_is_checked(lin, message):
+    push = next(e for e in GO1.events if e.name == "push")
+    bad = dataclasses.replace(GO1, events=(dataclasses.replace(push, params={"lin": lin}),))
+    with pytest.raises(TaskConfigError, match="^event term 'push': " + re.escape(message) + "$"):
+        resolve(bad, GO1_INFO)
+    resolve(dataclasses.replace(GO1, events=(dataclasses.replace(push, params={"lin": [0.5, 0.0, 1]}),)), GO1_INFO)
 
 
 def test_every_built_in_term_s_annotations_resolve():

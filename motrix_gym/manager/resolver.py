@@ -276,6 +276,8 @@ class _Annotation:
     optional: bool  # ``X | None``
     command_class: str | None = None  # ``Annotated[CommandName, "Class"]``
     bound: AtLeast | None = None  # ``Annotated[float, AtLeast(lo)]``
+    items: tuple[_Annotation, ...] = ()  # ``tuple[X, Y]``: X and Y; ``tuple[X, ...]``: X, with ``variadic``
+    variadic: bool = False
 
 
 def _annotation(ann: Any) -> _Annotation:
@@ -286,24 +288,52 @@ def _annotation(ann: Any) -> _Annotation:
         args = typing.get_args(ann)
     else:
         args = (ann,)
-    names, meta = [], []
+    names, meta, items = [], [], ()
     for a in args:
         if typing.get_origin(a) is typing.Annotated:
             a, *extra = typing.get_args(a)
             meta += extra
-        names.append(a if isinstance(a, str) else "None" if a is type(None) else getattr(a, "__name__", "?"))
+        if typing.get_origin(a) is tuple:
+            items = typing.get_args(a)
+        names.append(a if isinstance(a, str) else "None" if a is type(None) else
+                     getattr(typing.get_origin(a) or a, "__name__", "?"))
     named = [n for n in names if n != "None"]
+    variadic = items[-1:] == (Ellipsis,)
     return _Annotation(named[0] if len(named) == 1 else None, len(named) < len(names),
                        next((m for m in meta if isinstance(m, str)), None),
-                       next((m for m in meta if isinstance(m, AtLeast)), None))
+                       next((m for m in meta if isinstance(m, AtLeast)), None),
+                       tuple(_annotation(i) for i in (items[:1] if variadic else items)), variadic)
+
+
+def _number_error(ann: _Annotation, value: Any, what: str) -> str | None:
+    """Why ``value`` is not a number ``ann`` (a ``float``, maybe bounded) admits, or None."""
+    if is_number(value) and (ann.bound is None or ann.bound.admits(value)):
+        return None
+    bound = "" if ann.bound is None else f" {ann.bound}"
+    return f"{what} must be a finite number{bound}, got {value!r}"
+
+
+def _tuple_error(ann: _Annotation, value: Any, what: str) -> str | None:
+    """Why ``value`` is not a tuple of numbers as ``ann`` (``tuple[float, ...]``, ``tuple[Positive,
+    Positive]``, ...) asks, or None; tuples of anything but floats are not checked here."""
+    if not ann.items or any(i.name != "float" for i in ann.items):
+        return None
+    if not isinstance(value, (tuple, list)) or (not ann.variadic and len(value) != len(ann.items)):
+        count = "numbers" if ann.variadic else f"{len(ann.items)} numbers"
+        return f"{what} must be a tuple of {count}, got {value!r}"
+    for i, v in enumerate(value):
+        error = _number_error(ann.items[0 if ann.variadic else i], v, f"{what} item {i}")
+        if error:
+            return f"{error} (in {value!r})"
+    return None
 
 
 def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, where: str,
                   commands: dict[str, Any]) -> None:
     """Parameters must be exactly the function's keyword parameters after the first ``skip``, of
     their annotated types: a ``float`` a finite number, within its ``AtLeast`` bound if it has
-    one; a ``CommandName`` one of ``commands`` (name: class), of the class its annotation asks
-    for, if any."""
+    one, and so each item of a tuple of them; a ``CommandName`` one of ``commands`` (name: class),
+    of the class its annotation asks for, if any."""
     sig = inspect.signature(func)
     formal = list(sig.parameters.values())[skip:]
     names = {p.name for p in formal}
@@ -331,11 +361,10 @@ def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, w
                                                                            getattr(cls, "__mro__", ())}:
                 raise TaskConfigError(f"{where}: parameter {p.name!r}: command {value!r} is a "
                                       f"{getattr(cls, '__name__', cls)}, the term reads a {ann.command_class}")
-        elif ann.name == "float":
-            if not (is_number(value) and (ann.bound is None or ann.bound.admits(value))):
-                bound = "" if ann.bound is None else f" {ann.bound}"
-                raise TaskConfigError(f"{where}: parameter {p.name!r} must be a finite number{bound}, got "
-                                      f"{value!r}")
+        elif ann.name in ("float", "tuple"):
+            error = (_number_error if ann.name == "float" else _tuple_error)(ann, value, f"parameter {p.name!r}")
+            if error:
+                raise TaskConfigError(f"{where}: {error}")
         elif ann.name in _REFERENCES or ann.name in _SIMPLE_TYPES:
             want = _REFERENCES.get(ann.name) or _SIMPLE_TYPES[ann.name]
             if not isinstance(value, want) or (ann.name != "bool" and isinstance(value, bool)):

@@ -11,7 +11,7 @@ import math
 import torch
 from torch import Tensor
 
-from motrix_gym.manager.terms import Positive, reflects
+from motrix_gym.manager.terms import NonNegative, Positive, reflects
 from motrix_gym.math import yaw_cos_sin
 from motrix_gym.mdp.command_names import VelocityCommandName
 from motrix_gym.runtime.context import Context
@@ -99,7 +99,8 @@ def scan_points(size: tuple[float, float], resolution: float) -> Tensor:
     return torch.stack((gx.flatten(), gy.flatten()), dim=-1)
 
 
-def scan_mirror(size: tuple = (1.6, 1.0), resolution: float = 0.1, offset: float = 0.5) -> list[int]:
+def scan_mirror(size: tuple[NonNegative, NonNegative] = (1.6, 1.0), resolution: Positive = 0.1,
+                offset: float = 0.5) -> list[int]:
     """The permutation that reflects a ``height_scan`` (its parameters) through the base's x-z
     plane: each point takes the height of the point at the same x and opposite y (the grid is
     symmetric, so that point is the one nearest the reflection)."""
@@ -108,7 +109,8 @@ def scan_mirror(size: tuple = (1.6, 1.0), resolution: float = 0.1, offset: float
 
 
 @reflects(scan_mirror)
-def height_scan(env: Context, size: tuple = (1.6, 1.0), resolution: Positive = 0.1, offset: float = 0.5) -> Tensor:
+def height_scan(env: Context, size: tuple[NonNegative, NonNegative] = (1.6, 1.0), resolution: Positive = 0.1,
+                offset: float = 0.5) -> Tensor:
     """Height of the base above the ground at a yaw-aligned grid of points around it, minus
     ``offset`` and clipped to [-1, 1] (m): (lanes, points), x-major."""
     p = scan_points(size, resolution).to(env.device)
