@@ -1,6 +1,7 @@
 """The resolver rejects broken task tables with errors that name the term."""
 
 import dataclasses
+import inspect
 import math
 import re
 
@@ -140,7 +141,45 @@ def test_every_built_in_term_s_annotations_resolve():
             terms = (*cfg.commands, *cfg.rewards, *cfg.terminations, *cfg.resets, *cfg.events,
                      *(t for group in cfg.observations.values() for t in group))
             for t in terms:
-                assert _hints(term_function(t)), t.name  # {} where they do not resolve
+                func = term_function(t)
+                annotated = set(inspect.get_annotations(func.__init__ if isinstance(func, type) else func))
+                assert set(_hints(func)) == annotated, t.name
+
+
+USER_TERMS = """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from motrix_gym.manager.terms import Positive
+from motrix_gym.mdp.command_names import VelocityCommandName
+
+if TYPE_CHECKING:
+    from motrix_gym.runtime.context import Context
+
+
+def forward_speed(env: Context, command: VelocityCommandName, std: Positive, target: Speed = 0.0):
+    return (env.commands[command].value[:, 0] - target).square().div(-std * std).exp()
+"""
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"command": "base_velocity", "std": -1.0}, "parameter 'std' must be a finite number > 0, got -1.0"),
+    ({"command": "nope", "std": 1.0}, "parameter 'command': no command 'nope'"),
+    ({"command": "gait", "std": 1.0}, "parameter 'command': command 'gait' is a GaitClock, the term reads a "
+                                      "VelocityCommand"),
+])
+def test_a_term_s_annotations_are_checked_where_others_name_what_only_type_checkers_import(params, message):
+    """A term module written as type checkers ask (``Context`` imported under ``TYPE_CHECKING``,
+    an alias the module never defines): its other parameters are still checked."""
+    module: dict = {}
+    exec(compile(USER_TERMS, "user_terms.py", "exec"), module)
+    speed = module["forward_speed"]
+    assert set(_hints(speed)) == {"command", "std"}
+    with pytest.raises(TaskConfigError, match="^reward term 'fwd': " + re.escape(message)):
+        resolve(with_rewards(RewardTerm("fwd", speed, weight=1.0, params=params)), INFO)
+    resolve(with_rewards(RewardTerm("fwd", speed, weight=1.0, params={"command": "base_velocity", "std": 1.0,
+                                                                         "target": 0.5})), INFO)
 
 
 def test_missing_policy_group():

@@ -259,13 +259,26 @@ _SIMPLE_TYPES = {"int": (int,), "bool": (bool,), "str": (str,)}
 _REFERENCES = {"Bodies": Bodies, "Joints": Joints, "Sensor": Sensor, "FreeBody": FreeBody}
 
 
+_UNRESOLVED = (NameError, TypeError, SyntaxError, AttributeError)
+
+
 def _hints(func: Callable[..., Any]) -> dict[str, Any]:
-    """``func``'s parameter annotations as objects (``Annotated`` kept), or {} where one names
-    something its module cannot resolve (the caller then reads their text)."""
+    """``func``'s parameter annotations as objects (``Annotated`` kept), each that its module can
+    resolve: one that names what is imported only for type checkers (``env: Context`` under
+    ``if TYPE_CHECKING``) leaves the others' checks in place; the caller reads its text."""
+    target = func.__init__ if isinstance(func, type) else func
     try:
-        return typing.get_type_hints(func.__init__ if isinstance(func, type) else func, include_extras=True)
-    except (NameError, TypeError, SyntaxError, AttributeError):
-        return {}
+        return typing.get_type_hints(target, include_extras=True)
+    except _UNRESOLVED:
+        pass
+    hints = {}
+    for name, ann in inspect.get_annotations(target).items():
+        one = types.SimpleNamespace(__annotations__={name: ann})
+        try:
+            hints |= typing.get_type_hints(one, globalns=getattr(target, "__globals__", {}), include_extras=True)
+        except _UNRESOLVED:
+            continue
+    return hints
 
 
 @dataclass(frozen=True)
