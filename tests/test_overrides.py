@@ -58,6 +58,8 @@ def leaves(obj, path=""):
     ("actions.scale..*_calf_joint", 0.3, 0.3),  # a dict's key with dots in it, whole
     ("scene.robot.default_joint_pos..*_thigh_joint", 1.0, 1.0),
     ("rewards.joint_limit.params.soft", 0.95, 0.95),  # a parameter the task leaves at its default
+    ("observations.policy.joint_vel.noise", None, None),  # annotated X | None: None takes it away
+    ("randomization", None, None),
 ])
 def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
     cfg = apply(BASE, {path: value})
@@ -104,6 +106,12 @@ def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
     ({"scene.robot.base_height": -0.3}, "override 'scene.robot.base_height': robot 'go1': base_height must be a "
                                         "finite number > 0, got -0.3"),
     ({"max_speed": 0.0}, "override 'max_speed': task 'Go1WalkFlat': max_speed must be a number > 0, got 0.0"),
+    ({"rewards.alive.weight": None}, "override 'rewards.alive.weight': it cannot be None (null); it holds 0.5"),
+    ({"rewards.joint_limit.params.soft": None}, "override 'rewards.joint_limit.params.soft': it cannot be None "
+                                                "(null); it holds 0.9"),
+    ({"events.push": None}, "override 'events.push': it cannot be None (null); it holds the EventTerm 'push'"),
+    ({"randomization.friction": None}, "override 'randomization.friction': it cannot be None (null); it holds "
+                                       "(0.4, 1.2)"),
 ])
 def test_a_bad_override_is_refused_naming_it(overrides, message):
     with pytest.raises(OverrideError) as e:
@@ -133,6 +141,18 @@ def test_text_reads_as_the_kind_of_the_value_it_replaces(x, n):
 def test_text_that_does_not_read_as_that_kind_is_refused(path, raw, message):
     with pytest.raises(OverrideError, match=message.replace("(", r"\(").replace(")", r"\)")):
         read(BASE, path, raw)
+
+
+def test_null_is_none_where_a_field_or_term_parameter_may_be_none():
+    assert read(BASE, "randomization", "null") is None
+    assert apply(BASE, {"randomization": read(BASE, "randomization", "null")}).randomization is None
+    stairs = task_config("Go1WalkStairs")
+    path = "resets.default_pose.params.origins"  # TerrainCurriculumName | None
+    assert current(stairs, path) == "terrain"
+    cfg = apply(stairs, {path: read(stairs, path, "null")})
+    assert current(cfg, path) is None and cfg.resets[0].params["origins"] is None
+    with pytest.raises(OverrideError, match="^override 'rewards.alive.weight': it cannot be None"):
+        apply(BASE, {"rewards.alive.weight": read(BASE, "rewards.alive.weight", "null")})
 
 
 def test_the_env_runs_what_the_overrides_ask():

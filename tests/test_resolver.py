@@ -9,8 +9,17 @@ import pytest
 
 from motrix_gym.envs import TASKS, task_config
 from motrix_gym.envs.walk.velocity import g1_flat
-from motrix_gym.manager.resolver import TaskConfigError, _hints, resolve
-from motrix_gym.manager.terms import Bodies, CommandName, Joints, ObservationTerm, RewardTerm, Sensor, term_function
+from motrix_gym.manager.resolver import TaskConfigError, resolve
+from motrix_gym.manager.terms import (
+    Bodies,
+    CommandName,
+    Joints,
+    ObservationTerm,
+    RewardTerm,
+    Sensor,
+    hints,
+    term_function,
+)
 from motrix_gym.mdp import observations as obs
 from motrix_gym.mdp import rewards as rew
 from motrix_gym.mdp.commands import VelocityCommand
@@ -143,7 +152,7 @@ def test_every_built_in_term_s_annotations_resolve():
             for t in terms:
                 func = term_function(t)
                 annotated = set(inspect.get_annotations(func.__init__ if isinstance(func, type) else func))
-                assert set(_hints(func)) == annotated, t.name
+                assert set(hints(func)) == annotated, t.name
 
 
 USER_TERMS = """
@@ -175,7 +184,7 @@ def test_a_term_s_annotations_are_checked_where_others_name_what_only_type_check
     module: dict = {}
     exec(compile(USER_TERMS, "user_terms.py", "exec"), module)
     speed = module["forward_speed"]
-    assert set(_hints(speed)) == {"command", "std"}
+    assert set(hints(speed)) == {"command", "std"}
     with pytest.raises(TaskConfigError, match="^reward term 'fwd': " + re.escape(message)):
         resolve(with_rewards(RewardTerm("fwd", speed, weight=1.0, params=params)), INFO)
     resolve(with_rewards(RewardTerm("fwd", speed, weight=1.0, params={"command": "base_velocity", "std": 1.0,

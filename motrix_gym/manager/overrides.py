@@ -8,9 +8,11 @@ keyword parameters that the task leaves at their defaults, a key with dots in it
 (``actions.scale..*_knee_joint``), and another tuple of parts or of tuples by index
 (``scene.terrain.sub_terrains.0.noise``, ``commands.base_velocity.params.ranges.2``). A new value
 must be of the kind it replaces: a bool for a bool, an int for an int, a number for a float, a str
-for a str, a tuple of as many for a tuple (each element so), anything where the config holds None.
-Terms, functions and classes are not values: change their fields. The env's own checks (the
-resolver's) then judge the values when it is made.
+for a str, a tuple of as many for a tuple (each element so), anything where the config holds None;
+None (``null`` on the command line) where the field or parameter is annotated ``X | None``
+(an observation's noise or clip, the task's randomisation). Terms, functions and classes are not
+values: change their fields. The env's own checks (the resolver's) then judge the values when it
+is made.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from motrix_gym.arguments import is_int, is_number
-from motrix_gym.manager.terms import TERM_TYPES, term_params
+from motrix_gym.manager.terms import TERM_TYPES, accepts_none, term_function, term_params
 
 
 class OverrideError(ValueError):
@@ -42,6 +44,15 @@ class _Params(dict):
     def __init__(self, term: Any) -> None:
         super().__init__(term_params(term))
         self.explicit = dict(term.params)
+        self.function = term_function(term)
+
+
+def _accepts_none(parent: Any, key: str) -> bool:
+    """Whether ``key`` of ``parent`` (from ``_walk``) may be None: a term function's parameter or
+    a config part's field annotated ``X | None``."""
+    if isinstance(parent, _Params):
+        return accepts_none(parent.function, key)
+    return dataclasses.is_dataclass(parent) and not isinstance(parent, type) and accepts_none(type(parent), key)
 
 
 def _children(obj: Any) -> dict[str, Any] | None:
@@ -174,9 +185,14 @@ def apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
     for path, value in overrides.items():
         parts = _parts(cfg, path)
         old = _walk(cfg, parts, "")
-        if not _value(old):
+        if value is None and old is not None:
+            if not _accepts_none(_walk(cfg, parts[:-1], ""), parts[-1]):
+                name = getattr(old, "name", None)
+                what = repr(old) if _value(old) else f"the {type(old).__name__}{f' {name!r}' if name else ''}"
+                raise OverrideError(f"override {path!r}: it cannot be None (null); it holds {what}")
+        elif not _value(old):
             raise OverrideError(f"override {path!r}: it holds a {type(old).__name__}, not a value; change its fields")
-        new = _fit(path, old, value)
+        new = value if value is None else _fit(path, old, value)
         try:
             cfg = _set(cfg, parts, new)
         except ValueError as e:  # a config part that refuses the value (its own checks)
@@ -217,8 +233,11 @@ def _scalar(path: str, old: Any, raw: str) -> Any:
 def read(cfg: Any, path: str, raw: str) -> Any:
     """The text ``raw`` read as a value for ``path`` in ``cfg``, by the kind of the value there:
     ``true``/``false``, an int, a number, text, comma-separated elements for a flat tuple; where
-    the config holds None, as ``true``/``false``, a number, numbers or else text."""
+    the config holds None, as ``true``/``false``, a number, numbers or else text; ``null`` is None
+    (which ``apply`` takes where the path may be None)."""
     old = current(cfg, path)
+    if raw == "null":
+        return None
     if isinstance(old, tuple) and old and all(not isinstance(o, (tuple, Mapping)) for o in old):
         items = raw.split(",")
         if len(items) != len(old):

@@ -15,8 +15,6 @@ import difflib
 import inspect
 import math
 import re
-import types
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +25,7 @@ from torch import Tensor
 from motrix_gym.arguments import is_int, is_number
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.patterns import lookup
-from motrix_gym.manager.terms import AtLeast, Bodies, FreeBody, Joints, Sensor, term_function
+from motrix_gym.manager.terms import Annotation, Bodies, FreeBody, Joints, Sensor, annotation, hints, term_function
 
 
 class TaskConfigError(ValueError):
@@ -259,66 +257,7 @@ _SIMPLE_TYPES = {"int": (int,), "bool": (bool,), "str": (str,)}
 _REFERENCES = {"Bodies": Bodies, "Joints": Joints, "Sensor": Sensor, "FreeBody": FreeBody}
 
 
-_UNRESOLVED = (NameError, TypeError, SyntaxError, AttributeError)
-
-
-def _hints(func: Callable[..., Any]) -> dict[str, Any]:
-    """``func``'s parameter annotations as objects (``Annotated`` kept), each that its module can
-    resolve: one that names what is imported only for type checkers (``env: Context`` under
-    ``if TYPE_CHECKING``) leaves the others' checks in place; the caller reads its text."""
-    target = func.__init__ if isinstance(func, type) else func
-    try:
-        return typing.get_type_hints(target, include_extras=True)
-    except _UNRESOLVED:
-        pass
-    hints = {}
-    for name, ann in inspect.get_annotations(target).items():
-        one = types.SimpleNamespace(__annotations__={name: ann})
-        try:
-            hints |= typing.get_type_hints(one, globalns=getattr(target, "__globals__", {}), include_extras=True)
-        except _UNRESOLVED:
-            continue
-    return hints
-
-
-@dataclass(frozen=True)
-class _Annotation:
-    """What a term parameter's annotation asks of its value."""
-
-    name: str | None  # the type's name; None: not one type
-    optional: bool  # ``X | None``
-    command_class: str | None = None  # ``Annotated[CommandName, "Class"]``
-    bound: AtLeast | None = None  # ``Annotated[float, AtLeast(lo)]``
-    items: tuple[_Annotation, ...] = ()  # ``tuple[X, Y]``: X and Y; ``tuple[X, ...]``: X, with ``variadic``
-    variadic: bool = False
-
-
-def _annotation(ann: Any) -> _Annotation:
-    """A parameter's annotation, from its text or (``Annotated`` metadata included) its object."""
-    if isinstance(ann, str):
-        args: tuple[Any, ...] = tuple(a.strip() for a in ann.split("|"))
-    elif typing.get_origin(ann) in (typing.Union, types.UnionType):
-        args = typing.get_args(ann)
-    else:
-        args = (ann,)
-    names, meta, items = [], [], ()
-    for a in args:
-        if typing.get_origin(a) is typing.Annotated:
-            a, *extra = typing.get_args(a)
-            meta += extra
-        if typing.get_origin(a) is tuple:
-            items = typing.get_args(a)
-        names.append(a if isinstance(a, str) else "None" if a is type(None) else
-                     getattr(typing.get_origin(a) or a, "__name__", "?"))
-    named = [n for n in names if n != "None"]
-    variadic = items[-1:] == (Ellipsis,)
-    return _Annotation(named[0] if len(named) == 1 else None, len(named) < len(names),
-                       next((m for m in meta if isinstance(m, str)), None),
-                       next((m for m in meta if isinstance(m, AtLeast)), None),
-                       tuple(_annotation(i) for i in (items[:1] if variadic else items)), variadic)
-
-
-def _number_error(ann: _Annotation, value: Any, what: str) -> str | None:
+def _number_error(ann: Annotation, value: Any, what: str) -> str | None:
     """Why ``value`` is not a number ``ann`` (a ``float``, maybe bounded) admits, or None."""
     if is_number(value) and (ann.bound is None or ann.bound.admits(value)):
         return None
@@ -326,7 +265,7 @@ def _number_error(ann: _Annotation, value: Any, what: str) -> str | None:
     return f"{what} must be a finite number{bound}, got {value!r}"
 
 
-def _tuple_error(ann: _Annotation, value: Any, what: str) -> str | None:
+def _tuple_error(ann: Annotation, value: Any, what: str) -> str | None:
     """Why ``value`` is not a tuple of numbers as ``ann`` (``tuple[float, ...]``, ``tuple[Positive,
     Positive]``, ...) asks, or None; tuples of anything but floats are not checked here."""
     if not ann.items or any(i.name != "float" for i in ann.items):
@@ -357,11 +296,11 @@ def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, w
     missing = [p.name for p in formal if p.default is inspect.Parameter.empty and p.name not in params]
     if missing:
         raise TaskConfigError(f"{where}: missing parameter(s) {missing} for {func.__qualname__}")
-    hints = _hints(func)
+    annotations = hints(func)
     for p in formal:
         if p.name not in params or p.annotation is inspect.Parameter.empty:
             continue
-        ann = _annotation(hints.get(p.name, p.annotation))
+        ann = annotation(annotations.get(p.name, p.annotation))
         value = params[p.name]
         if ann.name is None or (value is None and ann.optional):
             continue

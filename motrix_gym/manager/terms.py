@@ -20,6 +20,8 @@ A parameter annotated :data:`CommandName` names one of the task's command terms 
 from __future__ import annotations
 
 import inspect
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NewType, TypeVar
@@ -209,6 +211,74 @@ def term_params(term: Any) -> dict[str, Any]:
     merged = {p.name: term.params.get(p.name, p.default) for p in formal if p.name in term.params
               or (p.default is not inspect.Parameter.empty and p.kind in keyword)}
     return {**merged, **term.params}
+
+
+_UNRESOLVED = (NameError, TypeError, SyntaxError, AttributeError)
+
+
+def hints(func: Callable[..., Any]) -> dict[str, Any]:
+    """``func``'s (a class: its constructor's) parameter annotations as objects (``Annotated``
+    kept), each that its module can resolve: one that names what is imported only for type
+    checkers (``env: Context`` under ``if TYPE_CHECKING``) leaves the others' checks in place; the
+    caller reads its text."""
+    target = func.__init__ if isinstance(func, type) else func
+    try:
+        return typing.get_type_hints(target, include_extras=True)
+    except _UNRESOLVED:
+        pass
+    found = {}
+    for name, ann in inspect.get_annotations(target).items():
+        one = types.SimpleNamespace(__annotations__={name: ann})
+        try:
+            found |= typing.get_type_hints(one, globalns=getattr(target, "__globals__", {}), include_extras=True)
+        except _UNRESOLVED:
+            continue
+    return found
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """What a term parameter's annotation asks of its value."""
+
+    name: str | None  # the type's name; None: not one type
+    optional: bool  # ``X | None``
+    command_class: str | None = None  # ``Annotated[CommandName, "Class"]``
+    bound: AtLeast | None = None  # ``Annotated[float, AtLeast(lo)]``
+    items: tuple[Annotation, ...] = ()  # ``tuple[X, Y]``: X and Y; ``tuple[X, ...]``: X, with ``variadic``
+    variadic: bool = False
+
+
+def annotation(ann: Any) -> Annotation:
+    """A parameter's annotation, from its text or (``Annotated`` metadata included) its object."""
+    if isinstance(ann, str):
+        args: tuple[Any, ...] = tuple(a.strip() for a in ann.split("|"))
+    elif typing.get_origin(ann) in (typing.Union, types.UnionType):
+        args = typing.get_args(ann)
+    else:
+        args = (ann,)
+    names, meta, items = [], [], ()
+    for a in args:
+        if typing.get_origin(a) is typing.Annotated:
+            a, *extra = typing.get_args(a)
+            meta += extra
+        if typing.get_origin(a) is tuple:
+            items = typing.get_args(a)
+        names.append(a if isinstance(a, str) else "None" if a is type(None) else
+                     getattr(typing.get_origin(a) or a, "__name__", "?"))
+    named = [n for n in names if n != "None"]
+    variadic = items[-1:] == (Ellipsis,)
+    return Annotation(named[0] if len(named) == 1 else None, len(named) < len(names),
+                      next((m for m in meta if isinstance(m, str)), None),
+                      next((m for m in meta if isinstance(m, AtLeast)), None),
+                      tuple(annotation(i) for i in (items[:1] if variadic else items)), variadic)
+
+
+def accepts_none(func: Callable[..., Any], name: str) -> bool:
+    """Whether parameter ``name`` of ``func`` (a class: of its constructor, so a dataclass's field)
+    is annotated ``X | None``."""
+    target = func.__init__ if isinstance(func, type) else func
+    ann = hints(func).get(name, inspect.get_annotations(target).get(name))
+    return ann is not None and annotation(ann).optional
 
 
 @dataclass(frozen=True)
