@@ -109,7 +109,7 @@ def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
     ({"rewards.alive.weight": None}, "override 'rewards.alive.weight': it cannot be None (null); it holds 0.5"),
     ({"rewards.joint_limit.params.soft": None}, "override 'rewards.joint_limit.params.soft': it cannot be None "
                                                 "(null); it holds 0.9"),
-    ({"events.push": None}, "override 'events.push': it cannot be None (null); it holds the EventTerm 'push'"),
+    ({"scene": None}, "override 'scene': it cannot be None (null); it holds a SceneConfig"),
     ({"randomization.friction": None}, "override 'randomization.friction': it cannot be None (null); it holds "
                                        "(0.4, 1.2)"),
 ])
@@ -153,6 +153,21 @@ def test_null_is_none_where_a_field_or_term_parameter_may_be_none():
     assert current(cfg, path) is None and cfg.resets[0].params["origins"] is None
     with pytest.raises(OverrideError, match="^override 'rewards.alive.weight': it cannot be None"):
         apply(BASE, {"rewards.alive.weight": read(BASE, "rewards.alive.weight", "null")})
+
+
+def test_null_in_place_of_a_term_takes_it_out_of_its_table():
+    cfg = apply(BASE, {"events.push": read(BASE, "events.push", "null"), "rewards.alive": None})
+    assert [e.name for e in cfg.events] == [e.name for e in BASE.events if e.name != "push"]
+    assert [r.name for r in cfg.rewards] == [r.name for r in BASE.rewards if r.name != "alive"]
+    assert dataclasses.replace(cfg, events=BASE.events, rewards=BASE.rewards) == BASE
+    env = MotrixVectorEnv("Go1WalkFlat", 2, compile=False, overrides={"rewards.alive": None})
+    assert "alive" not in env.runtime.reward_names and len(env.runtime.reward_names) == len(BASE.rewards) - 1
+    env.close()
+    with pytest.raises(OverrideError, match=r"^override 'observations.critic': it cannot be None \(null\); it "
+                                            r"holds the terms \['base_lin_vel', "):
+        apply(BASE, {"observations.critic": None})  # a group is not a term: the env reads its groups by name
+    with pytest.raises(TaskConfigError, match="^reward term 'feet_air_time': parameter 'feet': no command 'feet'"):
+        MotrixVectorEnv("Go1WalkFlat", 2, compile=False, overrides={"commands.feet": None})
 
 
 def test_the_env_runs_what_the_overrides_ask():

@@ -10,9 +10,10 @@ keyword parameters that the task leaves at their defaults, a key with dots in it
 must be of the kind it replaces: a bool for a bool, an int for an int, a number for a float, a str
 for a str, a tuple of as many for a tuple (each element so), anything where the config holds None;
 None (``null`` on the command line) where the field or parameter is annotated ``X | None``
-(an observation's noise or clip, the task's randomisation). Terms, functions and classes are not
-values: change their fields. The env's own checks (the resolver's) then judge the values when it
-is made.
+(an observation's noise or clip, the task's randomisation). None in place of a term takes it out
+of its table (``events.push``, ``rewards.alive``), as Isaac Lab disables a term set to None. Terms,
+functions and classes are not values otherwise: change their fields. The env's own checks (the
+resolver's) then judge the values when it is made.
 """
 
 from __future__ import annotations
@@ -79,8 +80,14 @@ def _value(obj: Any) -> bool:
         dataclasses.is_dataclass(t) for t in obj))
 
 
+class _Removed:
+    """The value that ``_rebuilt`` leaves out of a tuple of terms: a term set to None."""
+
+
 def _rebuilt(obj: Any, key: str, value: Any) -> Any:
-    """``obj`` (from ``_children``) with its child ``key`` replaced."""
+    """``obj`` (from ``_children``) with its child ``key`` replaced, or left out for ``_Removed``."""
+    if isinstance(value, _Removed):
+        return tuple(t for t in obj if t.name != key)
     if _named(obj):
         return tuple(value if t.name == key else t for t in obj)
     if isinstance(obj, tuple):
@@ -185,14 +192,17 @@ def apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
     for path, value in overrides.items():
         parts = _parts(cfg, path)
         old = _walk(cfg, parts, "")
+        parent = _walk(cfg, parts[:-1], "")
         if value is None and old is not None:
-            if not _accepts_none(_walk(cfg, parts[:-1], ""), parts[-1]):
-                name = getattr(old, "name", None)
-                what = repr(old) if _value(old) else f"the {type(old).__name__}{f' {name!r}' if name else ''}"
+            if _named(parent):
+                value = _Removed()
+            elif not _accepts_none(parent, parts[-1]):
+                what = (repr(old) if _value(old) else f"the terms {[t.name for t in old]}" if _named(old)
+                        else f"a {type(old).__name__}")
                 raise OverrideError(f"override {path!r}: it cannot be None (null); it holds {what}")
         elif not _value(old):
             raise OverrideError(f"override {path!r}: it holds a {type(old).__name__}, not a value; change its fields")
-        new = value if value is None else _fit(path, old, value)
+        new = value if value is None or isinstance(value, _Removed) else _fit(path, old, value)
         try:
             cfg = _set(cfg, parts, new)
         except ValueError as e:  # a config part that refuses the value (its own checks)
