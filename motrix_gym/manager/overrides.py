@@ -194,15 +194,15 @@ def apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
         old = _walk(cfg, parts, "")
         parent = _walk(cfg, parts[:-1], "")
         if value is None and old is not None:
-            if _named(parent):
-                value = _Removed()
-            elif not _accepts_none(parent, parts[-1]):
+            if not (_named(parent) or _accepts_none(parent, parts[-1])):
                 what = (repr(old) if _value(old) else f"the terms {[t.name for t in old]}" if _named(old)
                         else f"a {type(old).__name__}")
                 raise OverrideError(f"override {path!r}: it cannot be None (null); it holds {what}")
+            new = _Removed() if _named(parent) else None
         elif not _value(old):
             raise OverrideError(f"override {path!r}: it holds a {type(old).__name__}, not a value; change its fields")
-        new = value if value is None or isinstance(value, _Removed) else _fit(path, old, value)
+        else:
+            new = _fit(path, old, value)
         try:
             cfg = _set(cfg, parts, new)
         except ValueError as e:  # a config part that refuses the value (its own checks)
