@@ -170,6 +170,21 @@ def test_null_in_place_of_a_term_takes_it_out_of_its_table():
         MotrixVectorEnv("Go1WalkFlat", 2, compile=False, overrides={"commands.feet": None})
 
 
+TERMS = [f"{table}.{t.name}" for table in ("rewards", "terminations", "commands", "events", "resets")
+         for t in getattr(BASE, table)] + [f"observations.{g}.{t.name}" for g, ts in BASE.observations.items()
+                                           for t in ts]
+
+
+@given(st.lists(st.sampled_from(TERMS), unique=True, max_size=4))
+def test_null_takes_out_exactly_the_terms_it_names(gone):
+    cfg = apply(BASE, dict.fromkeys(gone))
+    for path in gone:
+        with pytest.raises(OverrideError, match="has no"):
+            current(cfg, path)
+    kept = {p: v for p, v in leaves(BASE) if not any(p.startswith(g + ".") for g in gone)}
+    assert {p: v for p, v in leaves(cfg) if v != () or p in kept} == kept  # a table emptied is a leaf ()
+
+
 def test_the_env_runs_what_the_overrides_ask():
     env = MotrixVectorEnv("Go1WalkFlat", 4, compile=False,
                           overrides={"rewards.alive.weight": 0.0, "observations.policy.joint_pos.history": 2})

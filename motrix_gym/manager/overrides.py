@@ -137,7 +137,7 @@ def _walk(obj: Any, parts: list[str], done: str) -> Any:
     """The value at ``parts`` under ``obj`` (reached by ``done``)."""
     if not parts:
         return obj
-    children = _children(obj)
+    children = {} if obj == () else _children(obj)  # an empty table of terms has none to step into
     where = done or "the task"
     if children is None:
         raise OverrideError(f"override {done!r}: it is a value; {'.'.join(parts)!r} cannot be found in it")
