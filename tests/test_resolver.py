@@ -23,6 +23,7 @@ from motrix_gym.manager.terms import (
 from motrix_gym.mdp import observations as obs
 from motrix_gym.mdp import rewards as rew
 from motrix_gym.mdp.commands import VelocityCommand
+from motrix_gym.mdp.terminations import physics_diverged
 from motrix_gym.sim.scene import build_model, model_info
 
 TASK = g1_flat()
@@ -189,6 +190,17 @@ def test_a_term_s_annotations_are_checked_where_others_name_what_only_type_check
         resolve(with_rewards(RewardTerm("fwd", speed, weight=1.0, params=params)), INFO)
     resolve(with_rewards(RewardTerm("fwd", speed, weight=1.0, params={"command": "base_velocity", "std": 1.0,
                                                                          "target": 0.5})), INFO)
+
+
+def test_a_task_must_end_the_lanes_whose_physics_diverged():
+    """Without the term a diverged lane runs on from the state MuJoCo reset it to, mid-episode."""
+    diverged = next(t for t in TASK.terminations if t.func is physics_diverged)
+    others = tuple(t for t in TASK.terminations if t is not diverged)
+    for terminations in (others, (*others, dataclasses.replace(diverged, time_out=True))):
+        with pytest.raises(TaskConfigError, match="^task 'G1WalkFlat': no termination term calls "
+                                                  "mdp.terminations.physics_diverged"):
+            resolve(dataclasses.replace(TASK, terminations=terminations), INFO)
+    resolve(dataclasses.replace(TASK, terminations=(*others, dataclasses.replace(diverged, name="nan"))), INFO)
 
 
 def test_missing_policy_group():

@@ -457,6 +457,12 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     }
     observations = {g: _resolve_terms(f"observation[{g}]", ts, model, 1, command_classes)
                     for g, ts in task.observations.items()}
+    from motrix_gym.mdp.terminations import physics_diverged  # mdp's terms import the resolver's types
+
+    if not any(t.func is physics_diverged and not t.cfg.time_out for t in terms["terminations"]):
+        raise TaskConfigError(f"task {task.name!r}: no termination term calls mdp.terminations.physics_diverged "
+                              "(time_out=False): a lane whose physics diverged must end, or it would run on from "
+                              "where MuJoCo put it")
     reads = BASE_READS + tuple(r for r in task.extra_reads if r not in BASE_READS)
     every = [t for ts in (*terms.values(), *observations.values()) for t in ts]
     sensors = {s.name for t in every for s in _sensor_slices(tuple(t.params.values()))}
