@@ -18,6 +18,7 @@ from motrix_gym.learn.play import play
 from motrix_gym.learn.train import train
 from motrix_gym.manager.overrides import OverrideError, apply, current, read
 from motrix_gym.manager.resolver import TaskConfigError
+from motrix_gym.manager.terms import Bodies, Joints
 from motrix_gym.registry import env_id
 from motrix_gym.vector_env import MotrixVectorEnv
 
@@ -60,6 +61,7 @@ def leaves(obj, path=""):
     ("rewards.joint_limit.params.soft", 0.95, 0.95),  # a parameter the task leaves at its default
     ("observations.policy.joint_vel.noise", None, None),  # annotated X | None: None takes it away
     ("randomization", None, None),
+    ("rewards.joint_acc.params.joints", Joints(".*_hip_joint"), Joints(".*_hip_joint")),  # a reference, whole
 ])
 def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
     cfg = apply(BASE, {path: value})
@@ -110,6 +112,11 @@ def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
     ({"rewards.joint_limit.params.soft": None}, "override 'rewards.joint_limit.params.soft': it cannot be None "
                                                 "(null); it holds 0.9"),
     ({"scene": None}, "override 'scene': it cannot be None (null); it holds a SceneConfig"),
+    ({"rewards.joint_acc.params.joints": ".*_hip_joint"}, "override 'rewards.joint_acc.params.joints': expected a "
+                                                          "Joints, like Joints(names=('.*',)), got '.*_hip_joint'"),
+    ({"rewards.joint_acc.params.joints": Bodies(".*")}, "expected a Joints, like Joints(names=('.*',)), got Bodies("),
+    ({"rewards.joint_acc.params.joints.names": ("a",)}, "override 'rewards.joint_acc.params.joints': it is a value; "
+                                                        "'names' cannot be found in it"),
     ({"randomization.friction": None}, "override 'randomization.friction': it cannot be None (null); it holds "
                                        "(0.4, 1.2)"),
 ])
@@ -183,6 +190,17 @@ def test_null_takes_out_exactly_the_terms_it_names(gone):
             current(cfg, path)
     kept = {p: v for p, v in leaves(BASE) if not any(p.startswith(g + ".") for g in gone)}
     assert {p: v for p, v in leaves(cfg) if v != () or p in kept} == kept  # a table emptied is a leaf ()
+
+
+def test_a_term_s_joints_are_given_by_their_names():
+    path = "observations.policy.joint_pos.params.joints"
+    assert read(BASE, path, ".*_hip_joint,.*_thigh_joint") == Joints(".*_hip_joint", ".*_thigh_joint")
+    env = MotrixVectorEnv("Go1WalkFlat", 2, compile=False, overrides={path: read(BASE, path, ".*_calf_joint")})
+    assert env.single_observation_space.shape[0] == 45 - 8  # 4 of the 12 joints
+    env.close()
+    with pytest.raises(TaskConfigError, match=r"^observation\[policy\] term 'joint_pos': joint '.\*_claf_joint' "
+                                               "matches no joint of the model"):
+        MotrixVectorEnv("Go1WalkFlat", 2, compile=False, overrides={path: Joints(".*_claf_joint")})
 
 
 def test_the_env_runs_what_the_overrides_ask():

@@ -8,7 +8,8 @@ keyword parameters that the task leaves at their defaults, a key with dots in it
 (``actions.scale..*_knee_joint``), and another tuple of parts or of tuples by index
 (``scene.terrain.sub_terrains.0.noise``, ``commands.base_velocity.params.ranges.2``). A new value
 must be of the kind it replaces: a bool for a bool, an int for an int, a number for a float, a str
-for a str, a tuple of as many for a tuple (each element so), anything where the config holds None;
+for a str, a tuple of as many for a tuple (each element so), a ``Joints`` for a ``Joints`` (and
+``Bodies``: model references are values, whole), anything where the config holds None;
 None (``null`` on the command line) where the field or parameter is annotated ``X | None``
 (an observation's noise or clip, the task's randomisation). None in place of a term takes it out
 of its table (``events.push``, ``rewards.alive``), as Isaac Lab disables a term set to None. Terms,
@@ -24,11 +25,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from motrix_gym.arguments import is_int, is_number
-from motrix_gym.manager.terms import TERM_TYPES, accepts_none, term_function, term_params
+from motrix_gym.manager.terms import TERM_TYPES, Bodies, Joints, accepts_none, term_function, term_params
 
 
 class OverrideError(ValueError):
     """An override whose path or value does not fit the config; names the path."""
+
+
+# model references that are values, given by their names (regexes), as a whole
+_REFERENCES = (Bodies, Joints)
 
 
 def _named(obj: Any) -> bool:
@@ -59,6 +64,8 @@ def _accepts_none(parent: Any, key: str) -> bool:
 def _children(obj: Any) -> dict[str, Any] | None:
     """What a path may step into from ``obj``, by name (by index in a tuple of unnamed parts or
     of tuples); None for a value."""
+    if isinstance(obj, _REFERENCES):
+        return None
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         children = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
         if isinstance(obj, TERM_TYPES):
@@ -74,8 +81,10 @@ def _children(obj: Any) -> dict[str, Any] | None:
 
 
 def _value(obj: Any) -> bool:
-    """Whether ``obj`` may be replaced whole: not a config part (a dataclass, or a tuple of them),
-    whose fields are what changes."""
+    """Whether ``obj`` may be replaced whole: a model reference (``Joints(...)``), or not a config
+    part (a dataclass, or a tuple of them), whose fields are what changes."""
+    if isinstance(obj, _REFERENCES):
+        return True
     return not (dataclasses.is_dataclass(obj) or isinstance(obj, tuple) and obj and all(
         dataclasses.is_dataclass(t) for t in obj))
 
@@ -126,6 +135,8 @@ def _fit(path: str, old: Any, new: Any) -> Any:
         return new if not old else tuple(_fit(f"{path}.{i}", o, n) for i, (o, n) in enumerate(zip(old, new)))
     elif isinstance(old, Mapping):
         ok = isinstance(new, Mapping)
+    elif isinstance(old, _REFERENCES):
+        ok = type(new) is type(old)
     else:
         raise OverrideError(f"override {path!r}: it holds a {type(old).__name__}, not a value; change its fields")
     if not ok:
@@ -248,6 +259,8 @@ def read(cfg: Any, path: str, raw: str) -> Any:
     old = current(cfg, path)
     if raw == "null":
         return None
+    if isinstance(old, _REFERENCES):  # names or regexes, comma-separated
+        return type(old)(*raw.split(","))
     if isinstance(old, tuple) and old and all(not isinstance(o, (tuple, Mapping)) for o in old):
         items = raw.split(",")
         if len(items) != len(old):

@@ -190,7 +190,7 @@ def _match(kind: str, patterns: tuple[str, ...], names: tuple[str, ...], where: 
             raise TaskConfigError(f"{where}: bad {kind} pattern {pat!r}: {e}") from None
         hits = [i for i, n in enumerate(names) if n and rx.fullmatch(n)]
         if not hits:
-            close = difflib.get_close_matches(pat, names, n=1)
+            close = difflib.get_close_matches(pat, [n for n in names if n], n=1)  # "": not of this kind
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise TaskConfigError(f"{where}: {kind} {pat!r} matches no {kind} of the model{hint}")
         ids += [i for i in hits if i not in ids]
