@@ -115,6 +115,9 @@ def test_an_override_changes_that_value_and_nothing_else(path, value, stored):
     ({"rewards.joint_acc.params.joints": ".*_hip_joint"}, "override 'rewards.joint_acc.params.joints': expected a "
                                                           "Joints, like Joints(names=('.*',)), got '.*_hip_joint'"),
     ({"rewards.joint_acc.params.joints": Bodies(".*")}, "expected a Joints, like Joints(names=('.*',)), got Bodies("),
+    ({"scene.terrain.sub_terrains": (1, 2)}, "override 'scene.terrain.sub_terrains': expected a tuple of SubTerrain, "
+                                             "got (1, 2)"),  # empty: its annotation says what it holds
+    ({"camera.distance": "far"}, "override 'camera.distance': camera distance must be None or > 0, got 'far'"),
     ({"rewards.joint_acc.params.joints.names": ("a",)}, "override 'rewards.joint_acc.params.joints': it is a value; "
                                                         "'names' cannot be found in it"),
     ({"randomization.friction": None}, "override 'randomization.friction': it cannot be None (null); it holds "
@@ -190,6 +193,14 @@ def test_null_takes_out_exactly_the_terms_it_names(gone):
             current(cfg, path)
     kept = {p: v for p, v in leaves(BASE) if not any(p.startswith(g + ".") for g in gone)}
     assert {p: v for p, v in leaves(cfg) if v != () or p in kept} == kept  # a table emptied is a leaf ()
+
+
+def test_an_empty_table_takes_terms_of_its_kind():
+    play = task_config("Go1WalkFlat", mode="play")
+    push = next(e for e in BASE.events if e.name == "push")
+    assert play.events == () and apply(play, {"events": [push]}).events == (push,)
+    with pytest.raises(OverrideError, match=r"^override 'events': expected a tuple of EventTerm, got \(RewardTerm"):
+        apply(play, {"events": BASE.rewards[:1]})
 
 
 def test_a_term_s_joints_are_given_by_their_names():

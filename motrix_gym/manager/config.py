@@ -266,7 +266,7 @@ class Camera:
     lookat_height: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.distance is not None and not self.distance > 0:
+        if self.distance is not None and not (is_number(self.distance) and self.distance > 0):
             raise ValueError(f"camera distance must be None or > 0, got {self.distance!r}")
         if not -90.0 <= self.elevation <= 90.0:
             raise ValueError(f"camera elevation must be in [-90, 90] degrees, got {self.elevation!r}")

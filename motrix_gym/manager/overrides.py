@@ -8,7 +8,8 @@ keyword parameters that the task leaves at their defaults, a key with dots in it
 (``actions.scale..*_knee_joint``), and another tuple of parts or of tuples by index
 (``scene.terrain.sub_terrains.0.noise``, ``commands.base_velocity.params.ranges.2``). A new value
 must be of the kind it replaces: a bool for a bool, an int for an int, a number for a float, a str
-for a str, a tuple of as many for a tuple (each element so), a ``Joints`` for a ``Joints`` (and
+for a str, a tuple of as many for a tuple (each element so; for an empty one, items of the class
+its annotation names: ``events`` takes ``EventTerm``s), a ``Joints`` for a ``Joints`` (and
 ``Bodies``: model references are values, whole), anything where the config holds None;
 None (``null`` on the command line) where the field or parameter is annotated ``X | None``
 (an observation's noise or clip, the task's randomisation). None in place of a term takes it out
@@ -21,11 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from collections.abc import Mapping
 from typing import Any
 
 from motrix_gym.arguments import is_int, is_number
-from motrix_gym.manager.terms import TERM_TYPES, Bodies, Joints, accepts_none, term_function, term_params
+from motrix_gym.manager.terms import TERM_TYPES, Bodies, Joints, accepts_none, hints, term_function, term_params
 
 
 class OverrideError(ValueError):
@@ -114,8 +116,19 @@ def _kind(old: Any) -> str:
     return {int: "an int", float: "a finite number", str: "text"}.get(type(old), f"a {type(old).__name__}")
 
 
-def _fit(path: str, old: Any, new: Any) -> Any:
-    """``new`` as the value at ``path`` in place of ``old``, or an OverrideError."""
+def _item_type(parent: Any, key: str) -> type | None:
+    """The class of each item of ``key`` of ``parent`` where its annotation is ``tuple[X, ...]``
+    (a config part's field, a term function's parameter); else None."""
+    owner = parent.function if isinstance(parent, _Params) else type(parent) if (
+        dataclasses.is_dataclass(parent) and not isinstance(parent, type)) else None
+    ann = hints(owner).get(key) if owner is not None else None
+    args = typing.get_args(ann) if typing.get_origin(ann) is tuple else ()
+    return args[0] if len(args) == 2 and args[1] is Ellipsis and isinstance(args[0], type) else None
+
+
+def _fit(path: str, old: Any, new: Any, item: type | None = None) -> Any:
+    """``new`` as the value at ``path`` in place of ``old``, or an OverrideError; ``item``: the
+    class of each item where ``old`` is an empty tuple (its annotation's, if it says)."""
     if old is None:
         return new
     if isinstance(old, bool):
@@ -132,6 +145,8 @@ def _fit(path: str, old: Any, new: Any) -> Any:
         new = tuple(new) if isinstance(new, list) else new
         if not (isinstance(new, tuple) and (not old or len(new) == len(old))):
             raise OverrideError(f"override {path!r}: expected a tuple of {len(old)}, like {old!r}, got {new!r}")
+        if not old and item is not None and not all(isinstance(n, item) for n in new):
+            raise OverrideError(f"override {path!r}: expected a tuple of {item.__name__}, got {new!r}")
         return new if not old else tuple(_fit(f"{path}.{i}", o, n) for i, (o, n) in enumerate(zip(old, new)))
     elif isinstance(old, Mapping):
         ok = isinstance(new, Mapping)
@@ -213,7 +228,7 @@ def apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
         elif not _value(old):
             raise OverrideError(f"override {path!r}: it holds a {type(old).__name__}, not a value; change its fields")
         else:
-            new = _fit(path, old, value)
+            new = _fit(path, old, value, _item_type(parent, parts[-1]) if old == () else None)
         try:
             cfg = _set(cfg, parts, new)
         except ValueError as e:  # a config part that refuses the value (its own checks)
