@@ -55,12 +55,18 @@ class _Params(dict):
         self.function = term_function(term)
 
 
-def _accepts_none(parent: Any, key: str) -> bool:
-    """Whether ``key`` of ``parent`` (from ``_walk``) may be None: a term function's parameter or
-    a config part's field annotated ``X | None``."""
+def _owner(parent: Any) -> Any:
+    """What annotates the children of ``parent`` (from ``_walk``): a term's function its params, a
+    config part's class its fields; None for anything else."""
     if isinstance(parent, _Params):
-        return accepts_none(parent.function, key)
-    return dataclasses.is_dataclass(parent) and not isinstance(parent, type) and accepts_none(type(parent), key)
+        return parent.function
+    return type(parent) if dataclasses.is_dataclass(parent) and not isinstance(parent, type) else None
+
+
+def _accepts_none(parent: Any, key: str) -> bool:
+    """Whether ``key`` of ``parent`` may be None: annotated ``X | None``."""
+    owner = _owner(parent)
+    return owner is not None and accepts_none(owner, key)
 
 
 def _children(obj: Any) -> dict[str, Any] | None:
@@ -119,8 +125,7 @@ def _kind(old: Any) -> str:
 def _item_type(parent: Any, key: str) -> type | None:
     """The class of each item of ``key`` of ``parent`` where its annotation is ``tuple[X, ...]``
     (a config part's field, a term function's parameter); else None."""
-    owner = parent.function if isinstance(parent, _Params) else type(parent) if (
-        dataclasses.is_dataclass(parent) and not isinstance(parent, type)) else None
+    owner = _owner(parent)
     ann = hints(owner).get(key) if owner is not None else None
     args = typing.get_args(ann) if typing.get_origin(ann) is tuple else ()
     return args[0] if len(args) == 2 and args[1] is Ellipsis and isinstance(args[0], type) else None
