@@ -259,16 +259,20 @@ def test_a_command_option_that_cannot_apply_is_refused(options, message):
 
 
 @pytest.mark.parametrize("path, value, message", [
-    ("commands.base_velocity.params.ranges.0", (1.0, -1.0), "ranges must be three (lo, hi) pairs of finite numbers "
-     "with lo <= hi (vx, vy, yaw rate), got ((1.0, -1.0), (-1.0, 1.0), (-1.0, 1.0))"),
-    ("commands.base_velocity.params.standing_fraction", 1.5, "standing_fraction must be in [0, 1], got 1.5"),
-    # a default of None takes any value through overrides: the command's own check judges it
-    ("commands.base_velocity.params.heading", 5.0, "heading must be (lo, hi) with lo <= hi and heading_gain > 0, "
-                                                   "got 5.0 and 0.5"),
-    ("commands.base_velocity.params.heading", (0.0, "x"), "heading must be (lo, hi) with lo <= hi"),
+    ("commands.base_velocity.params.ranges.0", (1.0, -1.0), "velocity command: ranges must be three (lo, hi) pairs "
+     "of finite numbers with lo <= hi (vx, vy, yaw rate), got ((1.0, -1.0), (-1.0, 1.0), (-1.0, 1.0))"),
+    ("commands.base_velocity.params.standing_fraction", 1.5, "velocity command: standing_fraction must be in [0, 1], "
+                                                             "got 1.5"),
+    # a default of None takes any value through overrides: the annotation (a tuple of two numbers)
+    # and the command's own check judge it
+    ("commands.base_velocity.params.heading", 5.0, "parameter 'heading' must be a tuple of 2 numbers, got 5.0"),
+    ("commands.base_velocity.params.heading", (0.0, "x"), "parameter 'heading' item 1 must be a finite number, got "
+                                                          "'x' (in (0.0, 'x'))"),
+    ("commands.base_velocity.params.heading", (1.0, -1.0), "velocity command: heading must be (lo, hi) with lo <= hi "
+                                                           "and heading_gain > 0, got (1.0, -1.0) and 0.5"),
 ])
 def test_a_velocity_command_with_bad_parameters_is_refused_naming_the_term(path, value, message):
-    with pytest.raises(TaskConfigError, match="^command term 'base_velocity': velocity command: " + re.escape(message)):
+    with pytest.raises(TaskConfigError, match="^command term 'base_velocity': " + re.escape(message)):
         MotrixVectorEnv("Go1WalkFlat", 2, compile=False, overrides={path: value})
 
 
