@@ -12,8 +12,9 @@ for a str, a tuple of as many for a tuple (each element so; for an empty one, it
 its annotation names: ``events`` takes ``EventTerm``s), a ``Joints`` for a ``Joints`` (and
 ``Bodies``: model references are values, whole), anything where the config holds None;
 None (``null`` on the command line) where the field or parameter is annotated ``X | None``
-(an observation's noise or clip, the task's randomisation). None in place of a term takes it out
-of its table (``events.push``, ``rewards.alive``), as Isaac Lab disables a term set to None. Terms,
+(an observation's noise or clip, the task's randomisation). None in place of a term, or of any
+named part of a tuple (a sensor of a term's list), takes it out of its table (``events.push``,
+``rewards.alive``), as Isaac Lab disables a term set to None. Terms,
 functions and classes are not values otherwise: change their fields. The env's own checks (the
 resolver's) then judge the values when it is made.
 """
@@ -39,7 +40,7 @@ _REFERENCES = (Bodies, Joints)
 
 
 def _named(obj: Any) -> bool:
-    """Whether ``obj`` is a tuple of terms, each with a name."""
+    """Whether ``obj`` is a tuple of named parts (terms, sensors), each a dataclass with a name."""
     return isinstance(obj, tuple) and bool(obj) and all(
         dataclasses.is_dataclass(t) and isinstance(getattr(t, "name", None), str) for t in obj)
 
@@ -98,7 +99,7 @@ def _value(obj: Any) -> bool:
 
 
 class _Removed:
-    """The value that ``_rebuilt`` leaves out of a tuple of terms: a term set to None."""
+    """The value that ``_rebuilt`` leaves out of a tuple of named parts: a term set to None."""
 
 
 def _rebuilt(obj: Any, key: str, value: Any) -> Any:
