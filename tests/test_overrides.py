@@ -284,6 +284,11 @@ def test_every_command_that_makes_a_task_takes_options_and_overrides(capsys):
         with pytest.raises(SystemExit) as exit:
             main([cmd, "Go1WalkFlat", *extra, "--override", "rewards.alivee.weight=0"])
         assert exit.value.code == 2 and "rewards has no 'alivee'" in capsys.readouterr().err, cmd
+    assert main(["describe", "Go1WalkFlat", "--override", "events.push=null", "--override", "randomization=null",
+                 "--override", "observations.policy.joint_pos.params.joints=.*_calf_joint"]) == 0
+    out = capsys.readouterr().out
+    assert "push_by_velocity" not in out and "randomisation: none" in out
+    assert "observations 'policy': 37 columns" in out and "joint_pos_rel(joints=.*_calf_joint)" in out
 
 
 def test_a_run_starts_from_a_checkpoint_whose_overrides_gave_it_the_same_observations(tmp_path):
