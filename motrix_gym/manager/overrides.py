@@ -36,7 +36,7 @@ class OverrideError(ValueError):
 
 
 # model references that are values, given by their names (regexes), as a whole
-_REFERENCES = (Bodies, Joints)
+_VALUE_REFERENCES = (Bodies, Joints)
 
 
 def _named(obj: Any) -> bool:
@@ -73,7 +73,7 @@ def _accepts_none(parent: Any, key: str) -> bool:
 def _children(obj: Any) -> dict[str, Any] | None:
     """What a path may step into from ``obj``, by name (by index in a tuple of unnamed parts or
     of tuples); None for a value."""
-    if isinstance(obj, _REFERENCES):
+    if isinstance(obj, _VALUE_REFERENCES):
         return None
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         children = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
@@ -92,7 +92,7 @@ def _children(obj: Any) -> dict[str, Any] | None:
 def _value(obj: Any) -> bool:
     """Whether ``obj`` may be replaced whole: a model reference (``Joints(...)``), or not a config
     part (a dataclass, or a tuple of them), whose fields are what changes."""
-    if isinstance(obj, _REFERENCES):
+    if isinstance(obj, _VALUE_REFERENCES):
         return True
     return not (dataclasses.is_dataclass(obj) or isinstance(obj, tuple) and obj and all(
         dataclasses.is_dataclass(t) for t in obj))
@@ -156,7 +156,7 @@ def _fit(path: str, old: Any, new: Any, item: type | None = None) -> Any:
         return new if not old else tuple(_fit(f"{path}.{i}", o, n) for i, (o, n) in enumerate(zip(old, new)))
     elif isinstance(old, Mapping):
         ok = isinstance(new, Mapping)
-    elif isinstance(old, _REFERENCES):
+    elif isinstance(old, _VALUE_REFERENCES):
         ok = type(new) is type(old)
     else:
         raise OverrideError(f"override {path!r}: it holds a {type(old).__name__}, not a value; change its fields")
@@ -280,7 +280,7 @@ def read(cfg: Any, path: str, raw: str) -> Any:
     old = current(cfg, path)
     if raw == "null":
         return None
-    if isinstance(old, _REFERENCES):  # names or regexes, comma-separated
+    if isinstance(old, _VALUE_REFERENCES):  # names or regexes, comma-separated
         return type(old)(*raw.split(","))
     if isinstance(old, tuple) and old and all(not isinstance(o, (tuple, Mapping)) for o in old):
         items = raw.split(",")
