@@ -11,17 +11,23 @@ from motrix_gym.envs import TASKS, task_config
 from motrix_gym.envs.walk.velocity import g1_flat
 from motrix_gym.manager.resolver import TaskConfigError, resolve
 from motrix_gym.manager.terms import (
+    AtLeast,
     Bodies,
     CommandName,
     Joints,
+    NonNegative,
     ObservationTerm,
+    Positive,
     RewardTerm,
     Sensor,
+    accepts_none,
+    annotation,
     hints,
     term_function,
 )
 from motrix_gym.mdp import observations as obs
 from motrix_gym.mdp import rewards as rew
+from motrix_gym.mdp.command_names import VelocityCommandName
 from motrix_gym.mdp.commands import VelocityCommand
 from motrix_gym.mdp.terminations import physics_diverged
 from motrix_gym.sim.scene import build_model, model_info
@@ -154,6 +160,33 @@ def test_every_built_in_term_s_annotations_resolve():
                 func = term_function(t)
                 annotated = set(inspect.get_annotations(func.__init__ if isinstance(func, type) else func))
                 assert set(hints(func)) == annotated, t.name
+
+
+ABOVE_0, FROM_0 = AtLeast(0.0, strict=True), AtLeast(0.0)
+
+
+@pytest.mark.parametrize("ann, name, optional, bound, items, variadic", [
+    (float, "float", False, None, (), False),
+    (Positive, "float", False, ABOVE_0, (), False),
+    (NonNegative | None, "float", True, FROM_0, (), False),
+    ("float | None", "float", True, None, (), False),  # text: an annotation that does not resolve
+    (tuple[NonNegative, NonNegative], "tuple", False, None, (FROM_0, FROM_0), False),
+    (tuple[float, ...], "tuple", False, None, (None,), True),
+    (tuple[float, float] | None, "tuple", True, None, (None, None), False),
+    (VelocityCommandName, "CommandName", False, None, (), False),
+    (int | str, None, False, None, (), False),
+])
+def test_an_annotation_reads_as_what_it_asks(ann, name, optional, bound, items, variadic):
+    a = annotation(ann)
+    assert (a.name, a.optional, a.bound, a.variadic) == (name, optional, bound, variadic)
+    assert tuple(i.bound for i in a.items) == items
+    assert a.command_class == ("VelocityCommand" if ann is VelocityCommandName else None)
+
+
+def test_accepts_none_reads_fields_and_parameters():
+    assert accepts_none(ObservationTerm, "noise") and not accepts_none(ObservationTerm, "scale")
+    assert accepts_none(VelocityCommand, "heading") and not accepts_none(VelocityCommand, "levels")
+    assert not accepts_none(rew.track_lin_vel_xy, "nope")
 
 
 USER_TERMS = """
