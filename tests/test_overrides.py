@@ -401,6 +401,11 @@ def test_a_run_whose_options_change_the_observations_is_refused_before_it_starts
                                                                       "'good_error' must be a finite number > 0"),
     ("G1WbtDance", "resets.motion_start.params.joint_noise", -0.1, "parameter 'joint_noise' must be a finite number "
                                                                    ">= 0, got -0.1"),
+    ("Go1WalkFlat", "rewards.joint_limit.params.soft", 1.5, "reward term 'joint_limit': parameter 'soft' must be a "
+                                                            "finite number > 0 and <= 1, got 1.5"),
+    ("Go1BallBalance", "terminations.tilted.params.limit_angle", 3.5, "termination term 'tilted': parameter "
+                                                                      "'limit_angle' must be a finite number > 0 and "
+                                                                      "< 3.14159, got 3.5"),
     ("Go1WalkStairs", "observations.policy.height_scan.params.size", (-1.6, 1.0),
      "observation[policy] term 'height_scan': parameter 'size' item 0 must be a finite number >= 0, got -1.6 "
      "(in (-1.6, 1.0))"),
@@ -410,6 +415,7 @@ def test_a_run_whose_options_change_the_observations_is_refused_before_it_starts
 def test_a_term_parameter_outside_what_its_annotation_allows_is_refused(task, path, value, message):
     """A std of 0 zeroes a tracking reward (or NaN where the error is 0), a negative one is the
     positive one, a negative lift spawns the robot into the ground, a negative scan size fails deep
-    in torch, a negative push amplitude is the positive one: each is refused, naming it."""
+    in torch, a negative push amplitude is the positive one, a soft joint limit beyond the range or
+    a tilt limit of pi never fires: each is refused, naming it."""
     with pytest.raises(TaskConfigError, match=re.escape(message)):
         MotrixVectorEnv(task, 2, compile=False, overrides={path: value})

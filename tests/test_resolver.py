@@ -12,8 +12,10 @@ from motrix_gym.envs.walk.velocity import g1_flat
 from motrix_gym.manager.resolver import TaskConfigError, resolve
 from motrix_gym.manager.terms import (
     AtLeast,
+    AtMost,
     Bodies,
     CommandName,
+    Fraction,
     Joints,
     NonNegative,
     ObservationTerm,
@@ -175,12 +177,14 @@ ABOVE_0, FROM_0 = AtLeast(0.0, strict=True), AtLeast(0.0)
     (tuple[float, float] | None, "tuple", True, None, (None, None), False),
     (VelocityCommandName, "CommandName", False, None, (), False),
     (int | str, None, False, None, (), False),
+    (Fraction, "float", False, ABOVE_0, (), False),  # and at most 1: below
 ])
 def test_an_annotation_reads_as_what_it_asks(ann, name, optional, bound, items, variadic):
     a = annotation(ann)
     assert (a.name, a.optional, a.bound, a.variadic) == (name, optional, bound, variadic)
     assert tuple(i.bound for i in a.items) == items
     assert a.command_class == ("VelocityCommand" if ann is VelocityCommandName else None)
+    assert a.upper == (AtMost(1.0) if ann is Fraction else None)
 
 
 def test_accepts_none_reads_fields_and_parameters():

@@ -259,10 +259,11 @@ _REFERENCES = {"Bodies": Bodies, "Joints": Joints, "Sensor": Sensor, "FreeBody":
 
 def _number_error(ann: Annotation, value: Any, what: str) -> str | None:
     """Why ``value`` is not a number ``ann`` (a ``float``, maybe bounded) admits, or None."""
-    if is_number(value) and (ann.bound is None or ann.bound.admits(value)):
+    limits = [b for b in (ann.bound, ann.upper) if b is not None]
+    if is_number(value) and all(b.admits(value) for b in limits):
         return None
-    bound = "" if ann.bound is None else f" {ann.bound}"
-    return f"{what} must be a finite number{bound}, got {value!r}"
+    bounds = " and ".join(str(b) for b in limits)
+    return f"{what} must be a finite number{' ' + bounds if bounds else ''}, got {value!r}"
 
 
 def _tuple_error(ann: Annotation, value: Any, what: str) -> str | None:
@@ -283,8 +284,8 @@ def _tuple_error(ann: Annotation, value: Any, what: str) -> str | None:
 def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, where: str,
                   commands: dict[str, Any]) -> None:
     """Parameters must be exactly the function's keyword parameters after the first ``skip``, of
-    their annotated types: a ``float`` a finite number, within its ``AtLeast`` bound if it has
-    one, and so each item of a tuple of them; a ``CommandName`` one of ``commands`` (name: class),
+    their annotated types: a ``float`` a finite number, within its ``AtLeast`` and ``AtMost``
+    bounds if it has them, and so each item of a tuple of them; a ``CommandName`` one of ``commands`` (name: class),
     of the class its annotation asks for, if any."""
     sig = inspect.signature(func)
     formal = list(sig.parameters.values())[skip:]

@@ -14,7 +14,8 @@ model: the resolver replaces them with index tensors and names the term when one
 A parameter annotated :data:`CommandName` names one of the task's command terms (read as
 ``env.commands[name]``); the resolver checks that the task has it and, for
 ``Annotated[CommandName, "Class"]`` (``mdp/command_names.py``), that it is of that class. A
-``float`` parameter must be a finite number; :data:`Positive` and :data:`NonNegative` also bound it.
+``float`` parameter must be a finite number; :data:`Positive`, :data:`NonNegative` and
+:data:`Fraction` (or ``Annotated[float, AtLeast(lo), AtMost(hi)]``) also bound it.
 """
 
 from __future__ import annotations
@@ -46,8 +47,23 @@ class AtLeast:
         return f"{'>' if self.strict else '>='} {self.lo:g}"
 
 
+@dataclass(frozen=True)
+class AtMost:
+    """``Annotated[float, AtMost(hi)]``: the parameter's greatest value (``strict``: below it)."""
+
+    hi: float
+    strict: bool = False
+
+    def admits(self, value: float) -> bool:
+        return value < self.hi if self.strict else value <= self.hi
+
+    def __str__(self) -> str:
+        return f"{'<' if self.strict else '<='} {self.hi:g}"
+
+
 Positive = Annotated[float, AtLeast(0.0, strict=True)]  # a std, a threshold on an error, a spacing
 NonNegative = Annotated[float, AtLeast(0.0)]  # a noise amplitude, a range about zero
+Fraction = Annotated[float, AtLeast(0.0, strict=True), AtMost(1.0)]  # a share of a range, (0, 1]
 
 
 @dataclass(frozen=True)
@@ -244,6 +260,7 @@ class Annotation:
     optional: bool  # ``X | None``
     command_class: str | None = None  # ``Annotated[CommandName, "Class"]``
     bound: AtLeast | None = None  # ``Annotated[float, AtLeast(lo)]``
+    upper: AtMost | None = None  # ``Annotated[float, AtMost(hi)]``
     items: tuple[Annotation, ...] = ()  # ``tuple[X, Y]``: X and Y; ``tuple[X, ...]``: X, with ``variadic``
     variadic: bool = False
 
@@ -270,6 +287,7 @@ def annotation(ann: Any) -> Annotation:
     return Annotation(named[0] if len(named) == 1 else None, len(named) < len(names),
                       next((m for m in meta if isinstance(m, str)), None),
                       next((m for m in meta if isinstance(m, AtLeast)), None),
+                      next((m for m in meta if isinstance(m, AtMost)), None),
                       tuple(annotation(i) for i in (items[:1] if variadic else items)), variadic)
 
 

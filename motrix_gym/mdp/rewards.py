@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from motrix_gym.manager.resolver import JointIndex, SensorSlice
-from motrix_gym.manager.terms import NonNegative, Positive
+from motrix_gym.manager.terms import Fraction, NonNegative, Positive
 from motrix_gym.mdp.command_names import FeetStateName, GaitClockName, VelocityCommandName
 from motrix_gym.mdp.observations import base_lin_vel, in_contact, projected_gravity
 from motrix_gym.runtime.context import Context
@@ -86,8 +86,9 @@ def joint_acc(env: Context, joints: JointIndex) -> Tensor:
     return env.qacc[:, joints.dof].square().sum(-1)
 
 
-def joint_limits(env: Context, soft: Positive = 0.9) -> Tensor:
-    """How far joints are beyond ``soft`` x their range (rad, summed)."""
+def joint_limits(env: Context, soft: Fraction = 0.9) -> Tensor:
+    """How far joints are beyond ``soft`` x their range (rad, summed); ``soft`` in (0, 1], as
+    MuJoCo holds joints within their range."""
     lo, hi = env.qpos_limits[:, 0], env.qpos_limits[:, 1]
     mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo) * soft
     finite = torch.isfinite(half)
