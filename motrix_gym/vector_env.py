@@ -38,7 +38,7 @@ from torch import Tensor
 
 from motrix_gym.arguments import is_int
 from motrix_gym.manager.config import TaskConfig
-from motrix_gym.manager.resolver import resolve
+from motrix_gym.manager.resolver import check_groups, resolve
 from motrix_gym.mdp.markers import Arrows, Spheres
 from motrix_gym.runtime.compile_helpers import Build, Helpers, RankShare
 from motrix_gym.runtime.cpu_probe import CpuProbe
@@ -175,6 +175,7 @@ class MotrixVectorEnv(VectorEnv):
         else:
             from motrix_gym.envs import task_config
             cfg = task_config(task, **task_options)
+        check_groups(cfg)
         unknown = [g for g in groups if g not in cfg.observations]
         if len(set(groups)) < len(groups):
             raise ValueError(f"obs_groups {list(groups)}: a group is named twice")

@@ -1,5 +1,6 @@
 """Bad actions raise ValueError before any state changes; real dtypes are accepted and cast."""
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import torch
 
 from conftest import make, snapshot
 from motrix_gym.envs import TASKS, ppo_config, task_config, task_name
+from motrix_gym.manager.resolver import TaskConfigError
 from motrix_gym.registry import check_id
 from motrix_gym.vector_env import MotrixVectorEnv
 
@@ -115,6 +117,13 @@ def test_bad_make_kwargs():
         make(2, obs_groups=("policy", "policy"))
     with pytest.raises(ValueError, match=r"obs_groups \[\]: names no group; task '\w+' has \['critic', 'policy'\]"):
         make(2, obs_groups=())
+    # a task of one's own without the group the policy reads: the task is named at fault, not obs_groups
+    task = task_config("G1WalkFlat")
+    renamed = dataclasses.replace(task, observations={"actor" if g == "policy" else g: terms
+                                                      for g, terms in task.observations.items()})
+    with pytest.raises(TaskConfigError, match=r"^task 'G1WalkFlat': observation group 'policy' is required \(the "
+                                              r"policy reads it; the task has \['actor', 'critic'\]\)$"):
+        MotrixVectorEnv(renamed, 2, compile=False, progress=False)
     for bad in (0, 2.5, True):
         with pytest.raises(ValueError, match="nthread must be None or an int >= 1"):
             make(2, nthread=bad)

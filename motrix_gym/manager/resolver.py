@@ -352,7 +352,9 @@ def resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
         return _resolve(task, model)
 
 
-def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
+def check_groups(task: TaskConfig) -> None:
+    """The task's observation groups as the env needs them before it builds anything: a
+    ``policy`` group, none empty, ``vector_kernels`` naming groups the task has."""
     v = task.vector_kernels
     if not (isinstance(v, bool) or (isinstance(v, tuple) and all(isinstance(g, str) for g in v))):
         raise TaskConfigError(f"task {task.name!r}: vector_kernels must be a bool or a tuple of observation "
@@ -362,10 +364,16 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
                               f"{sorted(set(v) - set(task.observations))} the task does not have "
                               f"(it has {sorted(task.observations)})")
     if "policy" not in task.observations:
-        raise TaskConfigError(f"task {task.name!r}: observation group 'policy' is required")
-    for group, terms in task.observations.items():
-        if not terms:
-            raise TaskConfigError(f"observation group {group!r} has no terms")
+        raise TaskConfigError(f"task {task.name!r}: observation group 'policy' is required (the policy reads it; "
+                              f"the task has {sorted(task.observations)})")
+    empty = [group for group, terms in task.observations.items() if not terms]
+    if empty:
+        raise TaskConfigError(f"observation group {empty[0]!r} has no terms")
+
+
+def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
+    check_groups(task)
+    for terms in task.observations.values():
         for t in terms:
             if not is_number(t.scale):
                 raise TaskConfigError(f"observation term {t.name!r}: scale must be a finite number, got {t.scale!r}")
