@@ -16,7 +16,7 @@ import imageio
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.nn.modules.module import register_module_forward_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -162,6 +162,32 @@ def test_a_bad_ppo_setting_is_refused_by_name(text, why):
 
     with pytest.raises(ValueError, match=why):
         PpoConfig.parse_setting(text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(num_envs=st.integers(1, 12), steps=st.integers(1, 6), mini_batches=st.integers(1, 80),
+       rnn_type=st.sampled_from(["none", "gru"]))
+def test_ppo_settings_are_refused_exactly_when_rsl_rl_would_train_on_empty_mini_batches(num_envs, steps, mini_batches,
+                                                                                       rnn_type):
+    from rsl_rl.storage import RolloutStorage
+    from tensordict import TensorDict
+
+    from motrix_gym.learn.config import PpoConfig, PpoConfigError
+
+    storage = RolloutStorage("rl", num_envs, steps, TensorDict({"policy": torch.zeros(num_envs, 3)}, [num_envs]),
+                             (2,))
+    storage.dones[-1] = 1  # recurrent mini-batches cut trajectories at episode ends
+    storage.distribution_params = (torch.zeros(steps, num_envs, 2), torch.ones(steps, num_envs, 2))
+    batches = (storage.recurrent_mini_batch_generator if rnn_type == "gru" else storage.mini_batch_generator)(
+        mini_batches, num_epochs=1)
+    empty = any(batch.actions.numel() == 0 for batch in batches)
+    settings = dict(num_envs=num_envs, num_steps_per_env=steps, num_mini_batches=mini_batches, rnn_type=rnn_type)
+    if empty:
+        with pytest.raises(PpoConfigError, match=f"num_mini_batches {mini_batches} is more than the .* of a rollout: "
+                                                 "every mini-batch would be empty"):
+            PpoConfig(**settings)
+    else:
+        PpoConfig(**settings)
 
 
 def test_start_from_another_task_keeps_its_models_and_starts_blind_to_new_terms(tmp_path):

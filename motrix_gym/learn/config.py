@@ -87,6 +87,16 @@ class PpoConfig:
         for name in ("obs_normalization", "symmetry_augmentation"):
             if not isinstance(getattr(self, name), bool):
                 raise PpoConfigError(f"PpoConfig.{name} must be a bool, got {getattr(self, name)!r}")
+        # rsl_rl cuts a rollout into num_mini_batches of equal size, rounding down, and recurrent
+        # models into whole lanes (their state runs along a lane's steps): none may be empty
+        recurrent = self.rnn_type != "none"
+        per_update, unit = ((self.num_envs, "lanes of a rollout (num_envs), which recurrent models' mini-batches "
+                             "divide") if recurrent else
+                            (self.num_envs * self.num_steps_per_env, "steps of a rollout (num_envs * "
+                             "num_steps_per_env)"))
+        if self.num_mini_batches > per_update:
+            raise PpoConfigError(f"PpoConfig: num_mini_batches {self.num_mini_batches} is more than the {per_update} "
+                                 f"{unit}: every mini-batch would be empty")
         if self.symmetric and self.rnn_type != "none":
             raise PpoConfigError(f"PpoConfig: symmetry (symmetry_augmentation, symmetry_loss_coef) needs "
                                  f"feed-forward models; rnn_type is {self.rnn_type!r}")
