@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
                      help="torch.compile the runtime (default) or run it eagerly")
     run.add_argument("--backend", choices=BACKENDS, default=None,
                      help="simulation backend (default: warp on a CUDA device, else mujoco; warp needs "
-                          "pip install '.[warp]')")
+                          "pip install -e \".[warp]\")")
     run.add_argument("--device", type=device_name, default="cpu",
                      help="cpu, or cuda / cuda:N (backend warp: everything on the GPU)")
     add_task_arguments(run)

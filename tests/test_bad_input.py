@@ -278,7 +278,7 @@ def test_the_warp_backend_without_its_packages_is_a_one_line_error(argv):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 2, run.stderr
     assert run.stderr.strip().splitlines()[-1] == ("error: backend='warp' needs mujoco-warp and warp-lang: "
-                                                   "pip install 'motrix-gym[warp]'")
+                                                   'pip install -e ".[warp]"')
     assert "Traceback" not in run.stderr
 
 

@@ -44,7 +44,7 @@ try:
     import mujoco_warp as mjw
     import warp as wp
 except ImportError as e:  # optional dependency
-    raise MissingExtra("backend='warp' needs mujoco-warp and warp-lang: pip install 'motrix-gym[warp]'") from e
+    raise MissingExtra("backend='warp' needs mujoco-warp and warp-lang: pip install -e \".[warp]\"") from e
 
 # At its default level (info) Warp prints a line for every kernel module it loads, dozens per
 # model; a level the user chose is kept.
