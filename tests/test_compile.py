@@ -4,6 +4,9 @@ Inductor's CPU code differs from eager in the last bits (even for a quaternion r
 floats are compared within 1e-5 relative; RNG states, counters and flags must be identical.
 """
 
+import math
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -189,6 +192,69 @@ def test_graph_calls_skip_dynamo_once_compiled():
     with pytest.raises(TypeError, match="tensors only, got float"):
         Graph(bump, compile=True)(1.0)  # a number would be a constant of the graph
     assert torch.equal(x, torch.full((3,), 11.0))
+
+
+def test_graphs_compile_in_two_threads_at_once():
+    """torch's compiler keeps process-wide state: envs made in two threads at once compile their
+    graphs one after the other, each as it would alone."""
+    from motrix_gym.runtime.graph import Graph
+
+    start, results = threading.Barrier(2), {}
+
+    def make(k: int) -> None:
+        x = torch.zeros(64)
+
+        def bump(a) -> None:  # a different graph per thread (a function and a constant of its own)
+            x.add_(a.sin() * (k + 1))
+
+        g = Graph(bump, compile=True)
+        start.wait()
+        try:
+            for _ in range(3):
+                g(torch.full((64,), 0.5))
+            results[k] = (x.clone(), g.launch is not None)
+        except Exception as e:  # noqa: BLE001 (reported below, with its thread)
+            results[k] = e
+
+    threads = [threading.Thread(target=make, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(2):
+        assert not isinstance(results[k], Exception), f"thread {k}: {results[k]!r}"
+        x, launched = results[k]
+        torch.testing.assert_close(x, torch.full((64,), 3 * (k + 1) * math.sin(0.5)))
+        assert launched
+
+
+def test_recording_a_graph_s_first_calls_ignores_graphs_other_threads_run():
+    """While one thread records what its graph's first call launched, another thread's env steps
+    through the same hook: its kernels are not recorded as the first thread's."""
+    from motrix_gym.runtime.graph import Graph, run_recording
+
+    x, y = torch.zeros(8), torch.zeros(8)
+
+    def bump_x(a) -> None:
+        x.add_(a)
+
+    def bump_y(a) -> None:
+        y.add_(a)
+
+    other = Graph(bump_y, compile=True)
+    other(torch.ones(8))  # set up; its compiled function runs through the hook below
+    mine = Graph(bump_x, compile=True)
+    mine(torch.ones(8))
+
+    def first_call(a) -> None:
+        thread = threading.Thread(target=other.compiled, args=(torch.ones(8),))
+        thread.start()
+        thread.join()  # the other graph ran inside this recording
+        mine.compiled(a)
+
+    _, calls = run_recording(first_call, (torch.ones(8),))
+    assert len(calls) == 1 and calls[0][0] is not None
+    assert torch.equal(x, torch.full((8,), 2.0)) and torch.equal(y, torch.full((8,), 2.0))
 
 
 class Box:  # at module level: compiled graphs' guards name the types of what they read

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import threading
 import types
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -35,6 +36,11 @@ import torch
 
 from motrix_gym.runtime import stored_launch
 from motrix_gym.runtime.graph_store import GraphStore
+
+# torch's compiler keeps its state in the process (its config patches, FX's patcher, Inductor's
+# bundler), as does ``run_recording``'s hook on its graphs' calls: envs made in two threads
+# compile, load and first run their graphs one at a time
+_COMPILER = threading.RLock()
 
 
 def inductor_options(vector_kernels: bool = False) -> dict[str, Any]:
@@ -85,19 +91,23 @@ def run_recording(fn: Callable, args: tuple) -> tuple[Any, list[tuple[Any, list,
     from torch._inductor.output_code import CompiledFxGraph  # the compiler stack: imported when compiling
 
     calls: list[tuple[Any, list, Any]] = []
-    run = CompiledFxGraph.__call__
+    me = threading.get_ident()
+    with _COMPILER:
+        run = CompiledFxGraph.__call__
 
-    def record(graph: Any, inputs: list) -> Any:
-        given = list(inputs)  # the kernel empties the list
-        out = run(graph, inputs)
-        calls.append((graph, given, out))
-        return out
+        def record(graph: Any, inputs: list) -> Any:
+            if threading.get_ident() != me:  # another thread's env, stepping meanwhile
+                return run(graph, inputs)
+            given = list(inputs)  # the kernel empties the list
+            out = run(graph, inputs)
+            calls.append((graph, given, out))
+            return out
 
-    CompiledFxGraph.__call__ = record  # type: ignore[method-assign]
-    try:
-        return fn(*args), calls
-    finally:
-        CompiledFxGraph.__call__ = run  # type: ignore[method-assign]
+        CompiledFxGraph.__call__ = record  # type: ignore[method-assign]
+        try:
+            return fn(*args), calls
+        finally:
+            CompiledFxGraph.__call__ = run  # type: ignore[method-assign]
 
 
 # Names through which Dynamo's code replays side effects in Python (container and object
@@ -259,17 +269,18 @@ class Graph:
         """Load the compiled graph from the store (its guards passing on ``full``), else compile
         (and store) it."""
         import_graph_loader()  # also the modules whose files a stored graph's manifest names
-        aot = None
-        if self.store is not None:
-            # Loading builds the graph's C++ again unless Inductor's file cache has the library,
-            # which it finds only under the flags it was built with: load under its options.
-            with torch._inductor.config.patch(self._options):
-                aot = self.store.load(self.name, lambda a: a.guard_check(*full))
-        self.loaded = aot is not None
-        if aot is None:
-            aot = self._compile(args)
+        with _COMPILER:
+            aot = None
             if self.store is not None:
-                self.store.save(self.name, aot)
+                # Loading builds the graph's C++ again unless Inductor's file cache has the library,
+                # which it finds only under the flags it was built with: load under its options.
+                with torch._inductor.config.patch(self._options):
+                    aot = self.store.load(self.name, lambda a: a.guard_check(*full))
+            self.loaded = aot is not None
+            if aot is None:
+                aot = self._compile(args)
+                if self.store is not None:
+                    self.store.save(self.name, aot)
         self._aot = aot
         if self._owner is None:
             self.compiled, self.direct = aot, aot.fn
