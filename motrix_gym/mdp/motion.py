@@ -99,6 +99,7 @@ class MotionCommand:
         self.probs = torch.full((nb,), 1.0 / nb, device=dev)
         # failures per bin at the lanes that reset, summed over every process (see shared_stats)
         self.stats = torch.zeros(nb, device=dev) if sampling == "adaptive" else None
+        self.started = torch.zeros(L, dtype=torch.bool, device=dev)  # the lane's episode began since the restart
         # Everything the reference at a frame holds, packed in one row per frame: refreshing a
         # lane is one contiguous gather, not eight scattered ones over every body of the corpus.
         parts = (corpus.joint_pos, corpus.joint_vel, corpus.body_pos_w[:, self.bodies],
@@ -136,9 +137,10 @@ class MotionCommand:
     # ---------------------------------------------------------------- sampling
     def shared_stats(self, env: Context, mask: Tensor) -> Tensor:
         """This process's part of the statistic every lane's sampling shares: failures (ends that
-        are not time-outs) per bin among the lanes in ``mask``. The runtime sums it over the ranks
-        into ``stats`` before the reset that uses it."""
-        failed = (mask & env.terminated & ~env.diverged).float()
+        are not time-outs) per bin among the lanes in ``mask`` whose episode began since the last
+        ``restart`` (a seeded reset replays the run from uniform start frames). The runtime sums it
+        over the ranks into ``stats`` before the reset that uses it."""
+        failed = (mask & self.started & env.terminated & ~env.diverged).float()
         return torch.zeros_like(self.failures).scatter_add_(0, self.bin_of_frame[self.frame], failed)
 
     def _update_probs(self) -> None:
@@ -170,6 +172,7 @@ class MotionCommand:
             self._update_probs()
         self.frame.copy_(self.sample(env, mask))
         self.clip.copy_(self.c.clip_of_frame[self.frame])
+        self.started.logical_or_(mask)
         self.refresh(env)
 
     def update(self, env: Context) -> None:
@@ -200,8 +203,10 @@ class MotionCommand:
         return self.frame >= self.clip_last[self.clip]
 
     def restart(self) -> None:
-        """Forget the failure statistics: start frames are uniform again."""
+        """Forget the failure statistics: start frames are uniform again, and the episodes
+        running now, of the run before, count no failures when they end."""
         self.failures.zero_()
+        self.started.fill_(False)
         self.probs.fill_(1.0 / self.probs.shape[0])
 
     def metrics(self, env: Context) -> dict[str, Tensor]:
