@@ -330,17 +330,18 @@ class MotrixVectorEnv(VectorEnv):
         restart = self._pending.clone() if mode == AutoresetMode.NEXT_STEP else None
         ids = None
         if restart is not None and restart.any():
-            # Lanes restarting this step are not stepped, and their RNG streams must not advance
-            # before their reset: they restart exactly as they would in SAME_STEP.
+            # Lanes restarting this step are not stepped, and nothing of theirs (RNG streams,
+            # commands, counters, flags) may change before their reset: they restart exactly as
+            # they would have in SAME_STEP.
             ids = torch.nonzero(~restart).flatten().numpy().astype(np.int32)
             full = torch.zeros(L, dtype=torch.bool, device="cpu")
             full[:n] = restart
             full = full.to(rt.device)
-            rng_state = rt.ctx.rng.state.clone()
+            put_back = rt.kept(full)
         nxt = self._flip()
         rt.step(a, nxt, ids)  # every lane observed into nxt: final observations of lanes that end
         if ids is not None:
-            rt.ctx.rng.state.copy_(torch.where(full, rng_state, rt.ctx.rng.state))
+            put_back()
         info: dict[str, Any] = {}
         diverged = int(rt.ctx.diverged[:n].sum()) if rt.any_diverged else 0
         # Fresh arrays, never written again by the env (tensors on a device backend).

@@ -14,6 +14,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from conftest import TASK, make, random_actions
 from motrix_gym.env import MotrixEnv
+from motrix_gym.vector_env import MotrixVectorEnv
 
 N = 4
 STEPS = 120
@@ -84,6 +85,37 @@ def test_next_step_semantics(backend):
             assert "episode" not in info
         prev_done = done
     assert seen > 0
+    env.close()
+
+
+@pytest.mark.parametrize("task, options", [("Go1WalkFlat", {"command_curriculum": True}), ("G1WbtKick", {}),
+                                           ("Go1WalkStairs", {})])
+def test_next_step_resets_a_lane_as_its_last_step_left_it(task, options):
+    """The restart step evaluates every lane's terms (commands, counters, curricula's sums), but a
+    restarting lane's reset finds all of its state as its last step left it, as in SAME_STEP."""
+    env = MotrixVectorEnv(task, N, compile=False, autoreset_mode=AutoresetMode.NEXT_STEP, **options)
+    rt = env.runtime
+    rows = lambda lanes: [t[lanes].clone() for t in rt.lane_tensors()]  # noqa: E731
+    seen, plain_reset = [], rt.reset
+
+    def reset(mask):
+        seen.append(rows(mask))
+        plain_reset(mask)
+
+    rt.reset = reset
+    env.reset(seed=3)
+    seen.clear()
+    left, checked = None, 0
+    for a in random_actions(STEPS, N, env.single_action_space.shape[0], seed=5):
+        _, _, terminated, truncated, _ = env.step(a)
+        if left is not None:
+            for before, at_reset in zip(left, seen.pop(), strict=True):
+                torch.testing.assert_close(at_reset, before, rtol=0, atol=0)
+            checked += 1
+        assert not seen
+        ended = torch.from_numpy(terminated | truncated)
+        left = rows(torch.cat((ended, ended.new_zeros(rt.ctx.num_lanes - N)))) if ended.any() else None
+    assert checked > 3
     env.close()
 
 

@@ -6,29 +6,32 @@ from gymnasium.vector import AutoresetMode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import make, random_actions
+from conftest import TASK, make, random_actions
+from motrix_gym.envs import TASKS, task_options
+from motrix_gym.vector_env import MotrixVectorEnv
 
 STEPS = 60
 
 
 def lane_streams(mode: AutoresetMode, num_envs: int, seed: int, actions: np.ndarray,
-                 lanes: int, **kwargs) -> list[list[np.ndarray]]:
+                 lanes: int, task: str = TASK, **kwargs) -> list[list[np.ndarray]]:
     """Per lane, everything it produced in order, as one stream independent of the autoreset mode.
 
     The action of lane i is ``actions[k_i, i]`` with k_i the lane's count of real transitions, so
     a NEXT_STEP restart step (which ignores its action) does not shift the lane's actions.
     """
-    env = make(num_envs, autoreset_mode=mode, **kwargs)
+    env = MotrixVectorEnv(task, num_envs, compile=False, autoreset_mode=mode, **kwargs)
     obs, _ = env.reset(seed=seed)
     streams = [[obs[i]] for i in range(lanes)]
     k = np.zeros(num_envs, int)
     restarting = np.zeros(num_envs, bool)
-    while k[:lanes].min() < len(actions):
+    while k[:lanes].min() < len(actions) or restarting[:lanes].any():
         a = actions[np.minimum(k, len(actions) - 1), np.arange(num_envs) % actions.shape[1]]
         obs, rew, term, trunc, info = env.step(a)
         done = term | trunc
+        recording = (k < len(actions)) | restarting  # a NEXT_STEP restart after the last action: its reset
         for i in range(lanes):
-            if k[i] >= len(actions):
+            if not recording[i]:
                 continue
             s = streams[i]
             if not restarting[i]:
@@ -42,7 +45,7 @@ def lane_streams(mode: AutoresetMode, num_envs: int, seed: int, actions: np.ndar
                 if k[i] < len(actions):
                     streams[i].append(obs[i])
         k += ~restarting
-        restarting = done if mode is AutoresetMode.NEXT_STEP else np.zeros(num_envs, bool)
+        restarting = done & recording if mode is AutoresetMode.NEXT_STEP else np.zeros(num_envs, bool)
     env.close()
     return streams
 
@@ -66,11 +69,14 @@ def test_lane_identical_across_num_envs_threads(seed, sizes, nthread, mode, acti
     assert_streams_equal(small, big)
 
 
+@pytest.mark.parametrize("task", TASKS)
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED])
-def test_autoreset_modes_define_the_same_transitions(mode):
-    actions = random_actions(STEPS, 4, 29, seed=12)
-    same = lane_streams(AutoresetMode.SAME_STEP, 4, 99, actions, 4)
-    other = lane_streams(mode, 4, 99, actions, 4)
+def test_autoreset_modes_define_the_same_transitions(mode, task):
+    # tracking tasks with uniform start frames: adaptive sampling couples the lanes (docs/reproducibility.md)
+    options = {"sampling": "uniform"} if "sampling" in task_options(task) else {}
+    actions = random_actions(STEPS, 4, 12 if task.startswith("Go1") else 29, seed=12)
+    same = lane_streams(AutoresetMode.SAME_STEP, 4, 99, actions, 4, task=task, **options)
+    other = lane_streams(mode, 4, 99, actions, 4, task=task, **options)
     assert sum(len(s) for s in same) > 4 * (3 * STEPS + 1)  # episodes ended along the way
     assert_streams_equal(same, other)
 

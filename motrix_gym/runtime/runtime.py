@@ -369,6 +369,18 @@ class TorchManagerRuntime:
                     out.append(value)
         return out
 
+    def kept(self, mask: Tensor) -> Callable[[], None]:
+        """The per-lane state of the lanes in ``mask`` now; the function returned puts it back.
+        For lanes that sit out a step (NEXT_STEP's restarting lanes): the step's terms evaluate
+        every lane, and their reset must find these lanes as the step before left them."""
+        rows = torch.nonzero(mask).flatten()
+        saved = [(t, t[rows]) for t in self.lane_tensors()]
+
+        def restore() -> None:
+            for t, old in saved:
+                t[rows] = old
+        return restore
+
     @property
     def check_guards(self) -> bool:
         """Whether compiled graphs run through Dynamo with their guards checked (off by default).
