@@ -340,10 +340,10 @@ class MotrixVectorEnv(VectorEnv):
             put_back = rt.kept(full)
         nxt = self._flip()
         rt.step(a, nxt, ids)  # every lane observed into nxt: final observations of lanes that end
+        diverged = int(rt.ctx.diverged[:n].sum()) if rt.any_diverged else 0  # not the restarting lanes' last
         if ids is not None:
             put_back()
         info: dict[str, Any] = {}
-        diverged = int(rt.ctx.diverged[:n].sum()) if rt.any_diverged else 0
         # Fresh arrays, never written again by the env (tensors on a device backend).
         if rt.on_host:
             reward, terminated, truncated = (rt.host[k][:n].copy() for k in ("reward", "terminated", "truncated"))

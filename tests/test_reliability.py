@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from gymnasium.vector import AutoresetMode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -47,6 +48,20 @@ def test_diverged_lanes_are_terminated_reset_and_counted(backend):
     assert np.abs(a.sim.qvel.numpy()[3]).max() < 1e3  # the lane was reset and runs again
     a.close()
     b.close()
+
+
+def test_a_diverged_lane_is_counted_once_when_it_restarts_a_step_later():
+    env = make(8, autoreset_mode=AutoresetMode.NEXT_STEP)
+    env.reset(seed=0)
+    acts = random_actions(4, 8, 29, std=0.3)
+    env.step(acts[0])
+    env.sim.qvel[3, :] = 1e5
+    _, _, term, _, _ = env.step(acts[1])
+    assert term[3] and env.log["Physics/diverged_lanes"] == 1
+    env.sim.qvel[5, :] = 1e5  # while lane 3 restarts
+    _, _, term, _, _ = env.step(acts[2])
+    assert term[5] and not term[3] and env.log["Physics/diverged_lanes"] == 2
+    env.close()
 
 
 def test_a_diverged_lane_is_found_with_mujoco_s_log_turned_off(tmp_path, monkeypatch):
