@@ -180,8 +180,10 @@ def test_height_scan_reads_the_stair_steps():
 
 
 def move_roots(env: MotrixVectorEnv, dx: float) -> None:
-    """Put every lane's robot ``dx`` m along x from where it stands (as if it had walked there)."""
+    """One step of every lane's episode (the curriculum judges episodes that ran), then its
+    robot put ``dx`` m along x from where it stands (as if it had walked there)."""
     n = env.num_envs
+    env.step(np.zeros(env.action_space.shape, np.float32))
     qpos = env.sim.qpos.numpy().copy()
     qpos[:, 0] += dx
     ids = np.arange(n, dtype=np.int32)
@@ -201,6 +203,7 @@ def test_curriculum_moves_lanes_up_and_down():
     torch.testing.assert_close(cur.level[:n], start + 1)
     assert env.log["Curriculum/terrain_level"] == pytest.approx(mean0 + 1)
     up, asked = cur.level[:n].clone(), commanded_distance(cmd.value[:n, :2], cmd.value[:n, 2], 20.0)
+    move_roots(env, 0.0)
     env.reset(options=everyone)  # nobody walked: lanes asked to walk move down, standing ones stay
     moving = asked * 0.5 > 0.5  # the spawn offset is at most 0.36 m
     assert moving.sum() > n // 2

@@ -140,14 +140,17 @@ def command():
 
 
 def fail_at(ctx, cmd, frames: list[int]) -> None:
-    """Pretend the first lanes terminated at ``frames`` and let the sampler learn from it."""
+    """Pretend the first lanes' episodes ran and terminated at ``frames`` and let the sampler
+    learn from it."""
     mask = torch.zeros(ctx.num_lanes, dtype=torch.bool)
     mask[: len(frames)] = True
     cmd.frame[: len(frames)] = torch.tensor(frames)
     ctx.terminated.copy_(mask)
+    ctx.episode_step.masked_fill_(mask, 10)
     cmd.stats.copy_(cmd.shared_stats(ctx, mask))  # what the runtime does, one process
     cmd._update_probs()
     ctx.terminated.fill_(False)
+    ctx.episode_step.fill_(0)
 
 
 @given(frames=st.lists(st.integers(0, 2000), min_size=1, max_size=64), rounds=st.integers(1, 20))
@@ -185,6 +188,21 @@ def test_draws_identical_across_num_envs(seed, lanes):
         frames.append(env.runtime.ctx.commands["motion"].frame[: lanes[0]].clone())
         env.close()
     assert torch.equal(frames[0], frames[1])
+
+
+def test_a_failure_is_counted_once_though_the_lane_is_reset_again_before_its_next_step():
+    env = MotrixVectorEnv("G1WbtDance", 16, compile=False)
+    env.reset(seed=0)
+    cmd = env.runtime.ctx.commands["motion"]
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        _, _, terminated, _, _ = env.step((rng.standard_normal((16, 29)) * 3).astype(np.float32))
+        if terminated.any():
+            break
+    assert terminated.any() and float(cmd.stats.sum()) == terminated.sum()  # counted at the autoreset
+    env.reset()  # the lanes that failed have run no step since
+    assert float(cmd.stats.sum()) == 0
+    env.close()
 
 
 def test_pushed_lanes_are_observed_after_the_push():

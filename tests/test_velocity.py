@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 from motrix_gym.envs import TASKS, task_config
 from motrix_gym.manager.resolver import TaskConfigError
@@ -191,6 +192,34 @@ def test_the_command_curriculum_widens_a_lane_s_commands_after_it_tracked_to_its
     assert c.level[:n].tolist() == [1] * 8 + [0] * 8
     env.reset(seed=0)  # a seeded reset replays the run: every lane starts again at the first level
     assert c.level[:n].tolist() == [0] * n and torch.equal(c.value[:n], first)
+    env.close()
+
+
+def ended_lanes(env: MotrixVectorEnv, seed: int = 1) -> np.ndarray:
+    """Step with large random actions until lanes end (and are reset, SAME_STEP); those lanes."""
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        _, _, terminated, truncated, _ = env.step((rng.standard_normal(env.action_space.shape) * 3).astype(np.float32))
+        if (terminated | truncated).any():
+            return np.flatnonzero(terminated | truncated)
+    raise AssertionError("no lane ended in 300 steps")
+
+
+def test_a_lane_reset_again_before_its_next_step_is_not_judged_again():
+    """A fall is judged once, at the reset that ends its episode: an explicit ``reset()`` right
+    after that (the lane's new episode has run no step) moves neither curriculum."""
+    env = MotrixVectorEnv("Go1WalkStairs", 16, compile=False, command_curriculum=True)
+    env.reset(seed=0)
+    ended = ended_lanes(env)
+    cmds = env.runtime.ctx.commands
+    terrain, velocity = cmds["terrain"], cmds["base_velocity"]
+    terrain.level[:] = 3  # room to move either way
+    velocity.level[:] = 1
+    velocity.value[:] = torch.tensor([1.0, 0.0, 0.0])  # 20 m asked: judged, a lane at its spawn would move down
+    env.reset()
+    assert (terrain.level[ended] == 3).all() and (velocity.level[ended] == 1).all()
+    others = np.setdiff1d(np.arange(16), ended)
+    assert (terrain.level[others] == 2).all() and (velocity.level[others] == 0).all()  # episodes cut short
     env.close()
 
 

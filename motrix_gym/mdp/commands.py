@@ -40,10 +40,11 @@ class VelocityCommand:
     every ``resample_s`` seconds. Rendered, its arrows start ``marker_height`` (m) above the base.
 
     ``levels``: a per-lane curriculum over the ranges, each level a factor on them, easiest first
-    (one level: none). A lane starts at the first. At a reset that ends an episode, a lane whose
-    episode ran to its time-out with a mean planar velocity error below ``good_error`` (m/s) moves
-    one level up, one whose episode ended early (a fall) one down. Like the terrain curriculum it
-    reads nothing of other lanes, so a lane's run does not depend on how many run beside it.
+    (one level: none). A lane starts at the first. At a reset that ends an episode (one that ran
+    a step), a lane whose episode ran to its time-out with a mean planar velocity error below
+    ``good_error`` (m/s) moves one level up, one whose episode ended early (a fall) one down.
+    Like the terrain curriculum it reads nothing of other lanes, so a lane's run does not depend
+    on how many run beside it.
 
     ``heading``: a range of world yaw (rad). Each draw then picks a target heading in it instead
     of a yaw rate, and the yaw rate asked is a heading controller, ``clip(heading_gain *
@@ -151,8 +152,9 @@ class VelocityCommand:
     def reset(self, env: Context, mask: torch.Tensor) -> None:
         if self.curriculum:
             mean_error = self.error_sum / env.episode_step.clamp(min=1)
-            up = env.truncated & (mean_error < self.good_error)
-            down = ~env.truncated
+            ran = env.episode_step > 0  # a lane reset again before its next step ran no episode to judge
+            up = ran & env.truncated & (mean_error < self.good_error)
+            down = ran & ~env.truncated
             level = (self.level + up.long() - down.long()).clamp(0, len(self.levels) - 1)
             level = torch.where(self.started, level, 0)
             self.level.copy_(torch.where(mask, level, self.level))

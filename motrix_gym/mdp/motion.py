@@ -138,9 +138,11 @@ class MotionCommand:
     def shared_stats(self, env: Context, mask: Tensor) -> Tensor:
         """This process's part of the statistic every lane's sampling shares: failures (ends that
         are not time-outs) per bin among the lanes in ``mask`` whose episode began since the last
-        ``restart`` (a seeded reset replays the run from uniform start frames). The runtime sums it
-        over the ranks into ``stats`` before the reset that uses it."""
-        failed = (mask & self.started & env.terminated & ~env.diverged).float()
+        ``restart`` (a seeded reset replays the run from uniform start frames) and ran a step (a
+        lane reset again before its next step failed in an episode counted already). The runtime
+        sums it over the ranks into ``stats`` before the reset that uses it."""
+        ran = self.started & (env.episode_step > 0)
+        failed = (mask & ran & env.terminated & ~env.diverged).float()
         return torch.zeros_like(self.failures).scatter_add_(0, self.bin_of_frame[self.frame], failed)
 
     def _update_probs(self) -> None:

@@ -21,11 +21,12 @@ class TerrainCurriculum:
     """Each lane's tile: a difficulty level (row) and a sub-terrain (column); ``origin`` (L, 3)
     is the tile's platform centre, where the lane's robot spawns.
 
-    At a reset that ends an episode, a lane that walked farther than half a tile from where it
-    started moves one level up; one that walked less than half of what its velocity command
-    (named ``command``) asks over a whole episode moves one down: the straight-line distance a
-    robot tracking that command exactly would cover (``commanded_distance``; a turning command
-    walks an arc, and asks for less than its speed times the episode). A lane beyond the hardest
+    At a reset that ends an episode (one that ran a step), a lane that walked farther than half
+    a tile from where it started moves one level up; one that walked less than half of what its
+    velocity command (named ``command``) asks over a whole episode moves one down: the
+    straight-line distance a robot tracking that command exactly would cover
+    (``commanded_distance``; a turning command walks an arc, and asks for less than its speed
+    times the episode). A lane beyond the hardest
     level goes to a random one. The first reset of a lane draws its level in
     ``[0, max_init_level]`` and its column uniformly. With ``enabled=False`` (play) every reset
     draws a level over all rows. All draws come from the lane RNG.
@@ -54,8 +55,9 @@ class TerrainCurriculum:
         walked = (env.root_pos()[:, :2] - self.origin[:, :2]).norm(dim=-1)
         cmd = env.commands[self.command].value
         asked = commanded_distance(cmd[:, :2], cmd[:, 2], env.max_episode_steps * env.step_dt)
-        up = walked > 0.5 * env.terrain_tile_size
-        down = (walked < 0.5 * asked) & ~up
+        ran = env.episode_step > 0  # a lane reset again before its next step ran no episode to judge
+        up = ran & (walked > 0.5 * env.terrain_tile_size)
+        down = ran & (walked < 0.5 * asked) & ~up
         level = self.level + up.long() - down.long()
         level = torch.where(level >= self.rows, (u[:, 0] * self.rows).long(), level.clamp(min=0))
         if not self.enabled:
