@@ -181,13 +181,13 @@ def test_ppo_settings_are_refused_exactly_when_rsl_rl_would_train_on_empty_mini_
     batches = (storage.recurrent_mini_batch_generator if rnn_type == "gru" else storage.mini_batch_generator)(
         mini_batches, num_epochs=1)
     empty = any(batch.actions.numel() == 0 for batch in batches)
-    settings = dict(num_envs=num_envs, num_steps_per_env=steps, num_mini_batches=mini_batches, rnn_type=rnn_type)
+    ppo = dict(num_envs=num_envs, num_steps_per_env=steps, num_mini_batches=mini_batches, rnn_type=rnn_type)
     if empty:
         with pytest.raises(PpoConfigError, match=f"num_mini_batches {mini_batches} is more than the .* of a "
                                                  "rollout .*: every mini-batch would be empty$"):
-            PpoConfig(**settings)
+            PpoConfig(**ppo)
     else:
-        PpoConfig(**settings)
+        PpoConfig(**ppo)
 
 
 def test_start_from_another_task_keeps_its_models_and_starts_blind_to_new_terms(tmp_path):
