@@ -97,7 +97,7 @@ class PpoConfig:
         if self.num_mini_batches > per_update:
             raise PpoConfigError(f"PpoConfig: num_mini_batches {self.num_mini_batches} is more than the {per_update} "
                                  f"{unit}: every mini-batch would be empty")
-        if self.symmetric and self.rnn_type != "none":
+        if self.symmetric and recurrent:
             raise PpoConfigError(f"PpoConfig: symmetry (symmetry_augmentation, symmetry_loss_coef) needs "
                                  f"feed-forward models; rnn_type is {self.rnn_type!r}")
 

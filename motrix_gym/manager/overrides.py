@@ -223,7 +223,7 @@ def apply(cfg: Any, overrides: Mapping[str, Any]) -> Any:
         raise OverrideError(f"overrides must be a mapping of path to value, got {overrides!r}")
     for path, value in overrides.items():
         parts = _parts(cfg, path)
-        old = _walk(cfg, parts, "")
+        old = _walk(cfg, parts, "")  # first: an error names the whole path
         parent = _walk(cfg, parts[:-1], "")
         if value is None and old is not None:
             if not (_named(parent) or _accepts_none(parent, parts[-1])):

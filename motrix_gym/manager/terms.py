@@ -232,12 +232,17 @@ def term_params(term: Any) -> dict[str, Any]:
 _UNRESOLVED = (NameError, TypeError, SyntaxError, AttributeError)
 
 
+def _annotated(func: Callable[..., Any]) -> Callable[..., Any]:
+    """What carries ``func``'s parameter annotations: a class's constructor, else ``func``."""
+    return func.__init__ if isinstance(func, type) else func
+
+
 def hints(func: Callable[..., Any]) -> dict[str, Any]:
     """``func``'s (a class: its constructor's) parameter annotations as objects (``Annotated``
     kept), each that its module can resolve: one that names what is imported only for type
     checkers (``env: Context`` under ``if TYPE_CHECKING``) leaves the others' checks in place; the
     caller reads its text."""
-    target = func.__init__ if isinstance(func, type) else func
+    target = _annotated(func)
     try:
         return typing.get_type_hints(target, include_extras=True)
     except _UNRESOLVED:
@@ -294,8 +299,7 @@ def annotation(ann: Any) -> Annotation:
 def accepts_none(func: Callable[..., Any], name: str) -> bool:
     """Whether parameter ``name`` of ``func`` (a class: of its constructor, so a dataclass's field)
     is annotated ``X | None``."""
-    target = func.__init__ if isinstance(func, type) else func
-    ann = hints(func).get(name, inspect.get_annotations(target).get(name))
+    ann = hints(func).get(name, inspect.get_annotations(_annotated(func)).get(name))
     return ann is not None and annotation(ann).optional
 
 

@@ -152,7 +152,7 @@ class VelocityCommand:
     def reset(self, env: Context, mask: torch.Tensor) -> None:
         if self.curriculum:
             mean_error = self.error_sum / env.episode_step.clamp(min=1)
-            ran = env.episode_step > 0  # a lane reset again before its next step ran no episode to judge
+            ran = env.episode_ran()
             up = ran & env.truncated & (mean_error < self.good_error)
             down = ran & ~env.truncated
             level = (self.level + up.long() - down.long()).clamp(0, len(self.levels) - 1)

@@ -141,7 +141,7 @@ class MotionCommand:
         ``restart`` (a seeded reset replays the run from uniform start frames) and ran a step (a
         lane reset again before its next step failed in an episode counted already). The runtime
         sums it over the ranks into ``stats`` before the reset that uses it."""
-        ran = self.started & (env.episode_step > 0)
+        ran = self.started & env.episode_ran()
         failed = (mask & ran & env.terminated & ~env.diverged).float()
         return torch.zeros_like(self.failures).scatter_add_(0, self.bin_of_frame[self.frame], failed)
 

@@ -26,10 +26,10 @@ class TerrainCurriculum:
     velocity command (named ``command``) asks over a whole episode moves one down: the
     straight-line distance a robot tracking that command exactly would cover
     (``commanded_distance``; a turning command walks an arc, and asks for less than its speed
-    times the episode). A lane beyond the hardest
-    level goes to a random one. The first reset of a lane draws its level in
-    ``[0, max_init_level]`` and its column uniformly. With ``enabled=False`` (play) every reset
-    draws a level over all rows. All draws come from the lane RNG.
+    times the episode). A lane beyond the hardest level goes to a random one. The first reset of
+    a lane draws its level in ``[0, max_init_level]`` and its column uniformly. With
+    ``enabled=False`` (play) every reset draws a level over all rows. All draws come from the
+    lane RNG.
     """
 
     def __init__(self, env: Context, command: VelocityCommandName, max_init_level: int = 4,
@@ -55,7 +55,7 @@ class TerrainCurriculum:
         walked = (env.root_pos()[:, :2] - self.origin[:, :2]).norm(dim=-1)
         cmd = env.commands[self.command].value
         asked = commanded_distance(cmd[:, :2], cmd[:, 2], env.max_episode_steps * env.step_dt)
-        ran = env.episode_step > 0  # a lane reset again before its next step ran no episode to judge
+        ran = env.episode_ran()
         up = ran & (walked > 0.5 * env.terrain_tile_size)
         down = ran & (walked < 0.5 * asked) & ~up
         level = self.level + up.long() - down.long()

@@ -99,6 +99,11 @@ class Context:
         p = self.root_pos()
         return p[:, 2] - self.terrain.height(p[:, 0], p[:, 1])
 
+    def episode_ran(self) -> Tensor:
+        """Lanes whose episode ran a step: at a reset, those with an episode to judge (a lane
+        reset again before its next step ended its episode at the reset before, judged there)."""
+        return self.episode_step > 0
+
     def add_read(self, name: str, shape: tuple[int, ...]) -> None:
         """A float32 buffer for one more simulation field (e.g. ``cvel``)."""
         setattr(self, name, torch.zeros(self.num_lanes, *shape, device=self.device))
