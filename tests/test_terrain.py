@@ -93,6 +93,8 @@ def test_terrain_is_deterministic_and_seeded():
     (lambda: TerrainConfig(rows=2.0), "terrain: rows must be an int >= 1, got 2.0"),
     (lambda: TerrainConfig(sub_terrains=(SubTerrain("rough"),), border=4.05),
      "terrain: border 4.05 is not a multiple of resolution 0.1"),
+    (lambda: TerrainConfig(sub_terrains=(SubTerrain("rough"),), resolution=0.002),
+     "are a heightfield of 44000 x 44000 samples, more than the 1e+08 a terrain may have"),
 ])
 def test_a_terrain_part_with_a_value_it_cannot_build_is_refused_naming_it(make, message):
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -139,6 +139,12 @@ class SubTerrain:
                 _require(owner, name, value, strict=False)
 
 
+# The most heightfield samples a terrain may have. Building one costs about 60 bytes a sample (the
+# height map, MuJoCo's models, the height lookup), so this is about 6 GB; a resolution typed a
+# digit too fine would otherwise exhaust the machine's memory before any error could be raised.
+MAX_TERRAIN_SAMPLES = 10**8
+
+
 @dataclass(frozen=True)
 class TerrainConfig:
     """The ground. No ``sub_terrains``: an infinite plane at height 0. Otherwise one heightfield
@@ -174,6 +180,18 @@ class TerrainConfig:
             if self.sub_terrains and abs(cells - round(cells)) > 1e-9:
                 raise ValueError(f"terrain: {name} {getattr(self, name)} is not a multiple of resolution "
                                  f"{self.resolution}")
+        nx, ny = self.samples
+        if self.sub_terrains and nx * ny > MAX_TERRAIN_SAMPLES:
+            raise ValueError(f"terrain: {self.rows} x {self.cols} tiles of {self.tile_size} m and a {self.border} m "
+                             f"border at a resolution of {self.resolution} m are a heightfield of {nx} x {ny} "
+                             f"samples, more than the {MAX_TERRAIN_SAMPLES:.0e} a terrain may have (about 60 "
+                             f"bytes each in memory); use a coarser resolution or fewer tiles")
+
+    @property
+    def samples(self) -> tuple[int, int]:
+        """The heightfield's samples along x (the rows of tiles) and y (the columns), border included."""
+        n, b = round(self.tile_size / self.resolution), round(self.border / self.resolution)
+        return self.rows * n + 2 * b, self.cols * n + 2 * b
 
     @property
     def flat(self) -> bool:

@@ -109,7 +109,7 @@ def generate(cfg: TerrainConfig) -> HeightMap:
         raise ValueError("a flat terrain is a plane, not a height map")
     n = round(cfg.tile_size / cfg.resolution)
     b = round(cfg.border / cfg.resolution)
-    nx, ny = cfg.rows * n + 2 * b, cfg.cols * n + 2 * b
+    nx, ny = cfg.samples
     heights = np.zeros((ny, nx))
     rng = np.random.default_rng(cfg.seed)
     kinds = columns(cfg)
