@@ -101,10 +101,11 @@ def describe(env: Any) -> str:
     if terrain.flat:
         lines.append("ground: a plane")
     else:
-        kinds = Counter(sub.kind for sub in columns(terrain))
+        count = Counter(sub.name for sub in columns(terrain))
         lines.append(f"ground: a heightfield of {terrain.rows} x {terrain.cols} tiles of {terrain.tile_size:g} m "
-                     f"(rows by difficulty, columns: {', '.join(f'{n} {k}' for k, n in kinds.items())}; "
-                     f"seed {terrain.seed})")
+                     f"at {terrain.resolution:g} m (rows by difficulty, columns by sub-terrain; seed {terrain.seed})")
+        lines += _table(("sub-terrain", "columns", "platform", "function"), [
+            (sub.name, str(count[sub.name]), f"{sub.platform:g}", _call(sub)) for sub in terrain.sub_terrains])
     lines += [f"ball: {_value(ball)}" for ball in task.scene.balls]
     for group, terms in program.observations.items():
         cols = rt.observation_columns(group)

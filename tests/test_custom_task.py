@@ -22,12 +22,14 @@ TINY = [f"--ppo={k}={v}" for k, v in (("num_steps_per_env", 4), ("actor_hidden",
 
 @pytest.fixture
 def eager(monkeypatch):
-    """examples/custom_task.py imported, which registers Motrix/G1WalkEager-v0; unregistered after."""
+    """examples/custom_task.py imported, which registers Motrix/G1WalkEager-v0 and
+    Motrix/Go1WalkRidge-v0; unregistered after."""
     monkeypatch.syspath_prepend(str(ROOT))
     module = importlib.import_module("examples.custom_task")
     yield module
-    TASKS.pop("G1WalkEager")
-    gym.registry.pop(module.ENV_ID)
+    for name, id in (("G1WalkEager", module.ENV_ID), ("Go1WalkRidge", module.RIDGE_ID)):
+        TASKS.pop(name)
+        gym.registry.pop(id)
     sys.modules.pop("examples.custom_task")
 
 
@@ -50,6 +52,26 @@ def test_a_registered_task_runs_the_table_its_builder_gives(eager):
         assert torch.equal(mine, flat * scale)
     for env in envs:
         env.close()
+
+
+def test_a_task_on_a_sub_terrain_of_one_s_own_stands_its_robots_on_it(eager):
+    """Go1WalkRidge's tiles are the example's function's heights, with the row's difficulty; its
+    lanes spawn on them and stand with zero actions."""
+    env = gym.make_vec(eager.RIDGE_ID, num_envs=8, compile=False, progress=False)
+    env.reset(seed=0)
+    rt = env.unwrapped.runtime
+    hm = rt.program.model.heightfield
+    assert hm.tile_kinds == ("flat",) * 2 + ("ridge",) * 8
+    n, b = 80, 40  # samples per tile and in the border
+    x = (np.arange(n) + 0.5) * 0.1
+    level = np.floor(np.minimum(np.minimum(x, 8.0 - x), 3.0) / 0.5) * 0.08
+    for row in (0, 4, 9):
+        tile = hm.heights[b + 5 * n:b + 6 * n, b + row * n:b + (row + 1) * n]  # column 5: a ridge
+        np.testing.assert_allclose(tile, np.broadcast_to(level * row / 9, (n, n)), atol=1e-12)
+    for _ in range(50):
+        obs, _, terminated, _, _ = env.step(np.zeros((8, 12), np.float32))
+    assert not terminated.any() and np.isfinite(obs).all()
+    env.close()
 
 
 def test_the_command_line_trains_plays_and_lists_a_task_named_after_its_module(tmp_path):

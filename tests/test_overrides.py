@@ -259,14 +259,25 @@ def test_a_run_keeps_its_overrides_and_the_command_line_reads_them(tmp_path, cap
     assert "history must be an int >= 1" in capsys.readouterr().err
 
 
-def test_a_terrain_part_changes_by_index():
-    """Tuples of unnamed parts (the terrain's sub-terrains) and of tuples are walked by index."""
+def test_a_sub_terrain_changes_by_name_and_tuples_of_tuples_by_index():
+    """Sub-terrains are named parts, their params a term's (with the function's defaults); tuples
+    of tuples are walked by index."""
     stairs = task_config("Go1WalkStairs")
-    cfg = apply(stairs, {"scene.terrain.sub_terrains.1.step_height": (0.02, 0.1)})
+    cfg = apply(stairs, {"scene.terrain.sub_terrains.inverted_pyramid_stairs.params.step_height": (0.02, 0.1),
+                         "commands.base_velocity.params.ranges.2": (-0.5, 0.5)})
     subs, before = cfg.scene.terrain.sub_terrains, stairs.scene.terrain.sub_terrains
-    assert subs[1] == dataclasses.replace(before[1], step_height=(0.02, 0.1)) and subs[0] == before[0]
-    with pytest.raises(OverrideError, match="'scene.terrain.sub_terrains.0': it holds a SubTerrain, not a value"):
-        apply(stairs, {"scene.terrain.sub_terrains.0": 1})
+    assert subs[1] == dataclasses.replace(before[1], params={**before[1].params, "step_height": (0.02, 0.1)})
+    assert subs[0] == before[0]
+    assert current(cfg, "commands.base_velocity.params.ranges.2") == (-0.5, 0.5)
+    assert current(stairs, "scene.terrain.sub_terrains.pyramid_stairs.params.step_width") == 0.25
+    assert [s.name for s in apply(stairs, {"scene.terrain.sub_terrains.pyramid_stairs": None}).scene.terrain
+            .sub_terrains] == ["inverted_pyramid_stairs"]
+    with pytest.raises(OverrideError, match="'scene.terrain.sub_terrains.pyramid_stairs': it holds a SubTerrain, "
+                                            "not a value"):
+        apply(stairs, {"scene.terrain.sub_terrains.pyramid_stairs": 1})
+    with pytest.raises(OverrideError, match="scene.terrain.sub_terrains.pyramid_stairs.params.step_width': expected "
+                                            "a finite number"):
+        apply(stairs, {"scene.terrain.sub_terrains.pyramid_stairs.params.step_width": "wide"})
     from motrix_gym.__main__ import main
 
     with pytest.raises(SystemExit):  # a part the command line could not name is an argparse error, not a crash

@@ -10,11 +10,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from motrix_gym.manager.config import SUB_TERRAINS, SubTerrain, TerrainConfig
+from motrix_gym.manager.config import SubTerrain, TerrainConfig
+from motrix_gym.manager.resolver import TaskConfigError
+from motrix_gym.manager.terms import term_params
 from motrix_gym.math.heightfield import HeightField
 from motrix_gym.mdp.terrain import commanded_distance
+from motrix_gym.sim import terrain
 from motrix_gym.sim.scene import GROUND, add_ground, ground_colours, height_map
-from motrix_gym.sim.terrain import generate
+from motrix_gym.sim.terrain import BUILT_IN, Tile, generate
 from motrix_gym.vector_env import MotrixVectorEnv
 
 TERRAIN_TASKS = ("G1WalkRough", "G1WalkStairs", "G1WalkSlope", "T1WalkRough", "Go1WalkRough", "Go1WalkStairs")
@@ -26,9 +29,10 @@ def ground_model(cfg: TerrainConfig) -> mujoco.MjModel:
     return spec.compile()
 
 
-@pytest.mark.parametrize("kind", SUB_TERRAINS)
-def test_height_lookup_equals_mujoco_ray_cast(kind):
-    cfg = TerrainConfig(sub_terrains=(SubTerrain(kind),), rows=4, cols=2, tile_size=4.0, border=1.0, seed=3)
+@pytest.mark.parametrize("func", BUILT_IN, ids=lambda f: f.__name__)
+def test_height_lookup_equals_mujoco_ray_cast(func):
+    cfg = TerrainConfig(sub_terrains=(SubTerrain(func.__name__, func),), rows=4, cols=2, tile_size=4.0, border=1.0,
+                        seed=3)
     hm = generate(cfg)
     model = ground_model(cfg)
     data = mujoco.MjData(model)
@@ -46,7 +50,7 @@ def test_height_lookup_equals_mujoco_ray_cast(kind):
     field = HeightField(torch.from_numpy(hm.heights), hm.origin, hm.spacing)
     got = field.height(torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.float32))
     np.testing.assert_allclose(got.numpy(), ray, atol=1e-3)
-    if kind != "flat":
+    if func is not terrain.flat:
         assert np.ptp(ray) > 0.02  # the points saw relief, not a plane
 
 
@@ -70,35 +74,75 @@ def test_neighbouring_steps_differ_in_colour(task):
 
 
 def test_terrain_is_deterministic_and_seeded():
-    cfg = TerrainConfig(sub_terrains=(SubTerrain("rough", platform=0.5),), rows=2, cols=2, tile_size=2.0, border=0.5)
+    cfg = TerrainConfig(sub_terrains=(SubTerrain("rough", terrain.rough, platform=0.5),), rows=2, cols=2, tile_size=2.0,
+                        border=0.5)
     np.testing.assert_array_equal(generate(cfg).heights, generate(cfg).heights)
     other = TerrainConfig(sub_terrains=cfg.sub_terrains, rows=2, cols=2, tile_size=2.0, border=0.5, seed=1)
     assert not np.array_equal(generate(cfg).heights, generate(other).heights)
     with pytest.raises(ValueError, match="platform"):
-        TerrainConfig(sub_terrains=(SubTerrain("rough"),), tile_size=2.0)
+        TerrainConfig(sub_terrains=(SubTerrain("rough", terrain.rough),), tile_size=2.0)
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: SubTerrain("pyramid_stairs", step_width=0.0), "sub-terrain 'pyramid_stairs': step_width must be a finite "
-                                                           "number > 0, got 0.0"),
-    (lambda: SubTerrain("pyramid_stairs", step_height=(-0.05, 0.2)), "step_height must be a finite number >= 0, "
-                                                                     "got -0.05"),
-    (lambda: SubTerrain("rough", noise_step=-0.1), "noise_step must be a finite number > 0, got -0.1"),
-    (lambda: SubTerrain("rough", noise=(0.02, float("nan"))), "noise must be a finite number >= 0, got nan"),
-    (lambda: SubTerrain("pyramid_slope", slope=(0.0, -0.4)), "slope must be a finite number >= 0, got -0.4"),
+    (lambda: SubTerrain("", terrain.flat), "sub-terrain: name must be a non-empty str, got ''"),
+    (lambda: SubTerrain("bumps", "rough"), "sub-terrain 'bumps': func must be callable, got 'rough'"),
+    (lambda: SubTerrain("bumps", terrain.rough, proportion=0.0), "sub-terrain 'bumps': proportion must be a finite "
+                                                                  "number > 0, got 0.0"),
+    (lambda: SubTerrain("bumps", terrain.rough, params=(("noise", 1.0),)), "sub-terrain 'bumps': params must be a "
+                                                                          "dict, got tuple"),
     (lambda: TerrainConfig(resolution=0.0), "terrain: resolution must be a finite number > 0, got 0.0"),
     (lambda: TerrainConfig(tile_size=-8.0), "terrain: tile_size must be a finite number > 0, got -8.0"),
     (lambda: TerrainConfig(border=-1.0), "terrain: border must be a finite number >= 0, got -1.0"),
     (lambda: TerrainConfig(seed=-1), "terrain: seed must be an int >= 0, got -1"),
     (lambda: TerrainConfig(rows=2.0), "terrain: rows must be an int >= 1, got 2.0"),
-    (lambda: TerrainConfig(sub_terrains=(SubTerrain("rough"),), border=4.05),
+    (lambda: TerrainConfig(sub_terrains=(SubTerrain("rough", terrain.rough),), border=4.05),
      "terrain: border 4.05 is not a multiple of resolution 0.1"),
-    (lambda: TerrainConfig(sub_terrains=(SubTerrain("rough"),), resolution=0.002),
+    (lambda: TerrainConfig(sub_terrains=(SubTerrain("a", terrain.flat), SubTerrain("a", terrain.rough))),
+     "terrain: sub-terrain names ['a', 'a'] repeat one"),
+    (lambda: TerrainConfig(sub_terrains=(SubTerrain("rough", terrain.rough),), resolution=0.002),
      "are a heightfield of 44000 x 44000 samples, more than the 1e+08 a terrain may have"),
 ])
 def test_a_terrain_part_with_a_value_it_cannot_build_is_refused_naming_it(make, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         make()
+
+
+def steps(tile: Tile, height: float, width: float = 0.5) -> np.ndarray:
+    """A sub-terrain of one's own: ``height`` m steps across the tile along x."""
+    return np.floor(tile.x / width) * height * tile.difficulty
+
+
+@pytest.mark.parametrize("sub, message", [
+    (SubTerrain("stairs", terrain.pyramid_stairs, params={"step_width": 0.0}),
+     "sub-terrain 'stairs': parameter 'step_width' must be a finite number > 0, got 0.0"),
+    (SubTerrain("stairs", terrain.pyramid_stairs, params={"step_height": (-0.05, 0.2)}),
+     "sub-terrain 'stairs': parameter 'step_height' item 0 must be a finite number >= 0, got -0.05"),
+    (SubTerrain("bumps", terrain.rough, params={"noise": (0.02, float("nan"))}),
+     "parameter 'noise' item 1 must be a finite number >= 0, got nan"),
+    (SubTerrain("bumps", terrain.rough, params={"noise_size": 0.1}),
+     "sub-terrain 'bumps': unknown parameter(s) ['noise_size'] for rough (takes ['noise', 'noise_step'])"),
+    (SubTerrain("own", steps), "sub-terrain 'own': missing parameter(s) ['height'] for steps"),
+    (SubTerrain("own", lambda tile: tile.x.reshape(7, -1)),
+     "sub-terrain 'own': ValueError: cannot reshape array of size 1600 into shape (7,newaxis)"),
+    (SubTerrain("own", lambda tile: tile.x[:3]), "sub-terrain 'own': its function must return (40, 40) finite real "
+                                                 "heights, got a float64 array of shape (3, 40)"),
+    (SubTerrain("own", lambda tile: np.full_like(tile.x, np.nan)), "its function must return (40, 40) finite real"),
+])
+def test_a_sub_terrain_is_checked_as_a_term_when_its_terrain_is_built(sub, message):
+    cfg = TerrainConfig(sub_terrains=(sub,), rows=2, cols=1, tile_size=4.0, border=0.0)
+    with pytest.raises(TaskConfigError, match=re.escape(message)):
+        generate(cfg)
+
+
+def test_a_sub_terrain_of_one_s_own_is_a_function_of_its_tile():
+    """Its heights fill its tiles, at each row's difficulty."""
+    cfg = TerrainConfig(sub_terrains=(SubTerrain("own", steps, platform=0.5, params={"height": 0.1}),), rows=3,
+                        cols=1, tile_size=2.0, border=0.0)
+    hm = generate(cfg)
+    x = (np.arange(20) + 0.5) * 0.1
+    for row in range(3):
+        np.testing.assert_array_equal(hm.heights[:, row * 20:(row + 1) * 20],
+                                      np.broadcast_to(np.floor(x / 0.5) * 0.1 * row / 2, (20, 20)))
 
 
 def lowest_points(model: mujoco.MjModel, data: mujoco.MjData, body: int) -> np.ndarray:
@@ -152,7 +196,8 @@ def test_height_scan_reads_the_stair_steps():
     col = hm.tile_kinds.index("pyramid_stairs")
     row = hm.tile_centers.shape[0] - 1  # the hardest row: the tallest steps
     sub = env.task.scene.terrain.sub_terrains[0]
-    step = sub.step_height[1]
+    params = term_params(sub)  # with the function's defaults
+    step, step_width = params["step_height"][1], params["step_width"]
     center = hm.tile_centers[row, col]
     qpos = env.sim.qpos.numpy()[:1].copy()
     shift = 0.9  # off the platform's centre towards +x: the scan reaches over its edge onto the steps
@@ -169,11 +214,11 @@ def test_height_scan_reads_the_stair_steps():
     half = env.task.scene.terrain.tile_size / 2
     edge = half - np.maximum(np.abs(pts[:, 0] + shift), np.abs(pts[:, 1]))
     inner = (2 * half - sub.platform) / 2
-    want = np.floor(np.minimum(edge, inner) / sub.step_width) * step
-    want[edge >= inner] = np.floor(inner / sub.step_width) * step
+    want = np.floor(np.minimum(edge, inner) / step_width) * step
+    want[edge >= inner] = np.floor(inner / step_width) * step
     # the height map samples every 0.1 m, so within a cell of a step's edge the ground is a ramp
     d = np.minimum(edge, inner)
-    clear = np.abs(d - np.round(d / sub.step_width) * sub.step_width) > hm.spacing
+    clear = np.abs(d - np.round(d / step_width) * step_width) > hm.spacing
     clear |= edge > inner + hm.spacing
     np.testing.assert_allclose(ground[clear], want[clear], atol=2e-3)
     assert clear.sum() > 100 and len(np.unique(np.round(want[clear], 3))) >= 3  # several steps seen

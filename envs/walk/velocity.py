@@ -42,24 +42,30 @@ from motrix_gym.mdp import observations as obs
 from motrix_gym.mdp import rewards as rew
 from motrix_gym.mdp import terminations as term
 from motrix_gym.mdp.terrain import TerrainCurriculum, height_scan
+from motrix_gym.sim import terrain as ground
 
 MODES = ("train", "play")
 ALL = Joints(".*")
 VEL = "base_velocity"
 
 FLAT = TerrainConfig()
-ROUGH = TerrainConfig(sub_terrains=(SubTerrain("flat", proportion=0.2),
-                                    SubTerrain("rough", proportion=0.8, noise=(0.02, 0.10), platform=1.5)))
-STAIRS = TerrainConfig(sub_terrains=(SubTerrain("pyramid_stairs", step_height=(0.05, 0.20)),
-                                     SubTerrain("inverted_pyramid_stairs", step_height=(0.05, 0.20))))
-SLOPE = TerrainConfig(sub_terrains=(SubTerrain("pyramid_slope", slope=(0.0, 0.4)),
-                                    SubTerrain("inverted_pyramid_slope", slope=(0.0, 0.4))))
+ROUGH = TerrainConfig(sub_terrains=(SubTerrain("flat", ground.flat, proportion=0.2),
+                                    SubTerrain("rough", ground.rough, proportion=0.8, platform=1.5,
+                                               params={"noise": (0.02, 0.10)})))
+STAIRS = TerrainConfig(sub_terrains=(
+    SubTerrain("pyramid_stairs", ground.pyramid_stairs, params={"step_height": (0.05, 0.20)}),
+    SubTerrain("inverted_pyramid_stairs", ground.inverted_pyramid_stairs, params={"step_height": (0.05, 0.20)})))
+SLOPE = TerrainConfig(sub_terrains=(
+    SubTerrain("pyramid_slope", ground.pyramid_slope, params={"slope": (0.0, 0.4)}),
+    SubTerrain("inverted_pyramid_slope", ground.inverted_pyramid_slope, params={"slope": (0.0, 0.4)})))
 # A quadruped's legs are shorter: lower, narrower steps.
-STAIRS_SMALL = TerrainConfig(sub_terrains=(SubTerrain("pyramid_stairs", step_height=(0.03, 0.14), step_width=0.25),
-                                           SubTerrain("inverted_pyramid_stairs", step_height=(0.03, 0.14),
-                                                      step_width=0.25)))
-ROUGH_SMALL = TerrainConfig(sub_terrains=(SubTerrain("flat", proportion=0.2),
-                                          SubTerrain("rough", proportion=0.8, noise=(0.01, 0.06), platform=1.5)))
+STAIRS_SMALL = TerrainConfig(sub_terrains=(
+    SubTerrain("pyramid_stairs", ground.pyramid_stairs, params={"step_height": (0.03, 0.14), "step_width": 0.25}),
+    SubTerrain("inverted_pyramid_stairs", ground.inverted_pyramid_stairs,
+               params={"step_height": (0.03, 0.14), "step_width": 0.25})))
+ROUGH_SMALL = TerrainConfig(sub_terrains=(SubTerrain("flat", ground.flat, proportion=0.2),
+                                          SubTerrain("rough", ground.rough, proportion=0.8, platform=1.5,
+                                                     params={"noise": (0.01, 0.06)})))
 
 
 # the command curriculum's factors on the velocity ranges, easiest first

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from motrix_gym.arguments import is_int, is_number
 from motrix_gym.manager.patterns import first_match
@@ -107,36 +109,31 @@ class ContactSensor:
 
 TERRAIN = "terrain"  # the name of the ground's body and geom in every scene
 
-SUB_TERRAINS = ("flat", "rough", "pyramid_stairs", "inverted_pyramid_stairs", "pyramid_slope",
-                "inverted_pyramid_slope")
-
-
 @dataclass(frozen=True)
 class SubTerrain:
-    """One kind of tile. Ranges are (at difficulty 0, at difficulty 1), interpolated per row.
+    """One kind of tile, given ``proportion`` of the grid's columns: ``func(tile, **params)``
+    returns its heights (m) at the tile's samples (``sim/terrain.py``: ``Tile``, and the built-in
+    kinds, whose ranges are (at difficulty 0, at difficulty 1)). Robots spawn at the centre of a
+    flat ``platform`` m square in its middle, which ``func`` keeps flat. The env checks ``params``
+    against ``func``'s signature, as it checks a term's, when it builds the terrain."""
 
-    ``rough``: uniform noise of ``noise`` m peak to peak on a ``noise_step`` m grid; stairs: steps of
-    ``step_height`` m rising (pyramid) or falling (inverted) towards a flat ``platform`` m square in
-    the middle, ``step_width`` m deep; slopes: ``slope`` rise over run towards the platform."""
-
-    kind: str
+    name: str
+    func: Callable[..., Any]
     proportion: float = 1.0
-    noise: tuple[float, float] = (0.02, 0.10)
-    noise_step: float = 0.1
-    step_height: tuple[float, float] = (0.05, 0.20)
-    step_width: float = 0.3
-    slope: tuple[float, float] = (0.0, 0.4)
     platform: float = 2.0
+    # out of the hash (a dict has none), still compared: equal configs share one height map
+    params: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in SUB_TERRAINS:
-            raise ValueError(f"sub-terrain kind {self.kind!r} is not one of {SUB_TERRAINS}")
-        owner = f"sub-terrain {self.kind!r}"
-        for name in ("proportion", "noise_step", "step_width", "platform"):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"sub-terrain: name must be a non-empty str, got {self.name!r}")
+        owner = f"sub-terrain {self.name!r}"
+        if not callable(self.func):
+            raise ValueError(f"{owner}: func must be callable, got {self.func!r}")
+        if not isinstance(self.params, dict):
+            raise ValueError(f"{owner}: params must be a dict, got {type(self.params).__name__}")
+        for name in ("proportion", "platform"):
             _require(owner, name, getattr(self, name))
-        for name in ("noise", "step_height", "slope"):  # (at difficulty 0, at difficulty 1)
-            for value in getattr(self, name):
-                _require(owner, name, value, strict=False)
 
 
 # The most heightfield samples a terrain may have. Building one costs about 60 bytes a sample (the
@@ -171,9 +168,12 @@ class TerrainConfig:
         if self.cols < len(self.sub_terrains):
             raise ValueError(f"terrain: {self.rows} rows x {self.cols} columns cannot hold "
                              f"{len(self.sub_terrains)} sub-terrains (one column each at least)")
+        names = [sub.name for sub in self.sub_terrains]
+        if len(set(names)) < len(names):
+            raise ValueError(f"terrain: sub-terrain names {names} repeat one (paths name them)")
         for sub in self.sub_terrains:
             if not 0 < sub.platform < self.tile_size:
-                raise ValueError(f"terrain: the {sub.kind!r} platform ({sub.platform} m) must be inside the "
+                raise ValueError(f"terrain: the {sub.name!r} platform ({sub.platform} m) must be inside the "
                                  f"{self.tile_size} m tile")
         for name in ("tile_size", "border"):
             cells = getattr(self, name) / self.resolution

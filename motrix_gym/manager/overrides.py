@@ -2,11 +2,12 @@
 ``rewards.track_lin_vel.weight``, ``observations.policy.joint_pos.noise``,
 ``events.push.interval_s``, ``commands.base_velocity.params.ranges``, ``episode_length_s``.
 
-A path walks a dataclass by field, a tuple of terms by term name, a dict (observation groups, a
-term's params, per-joint action scales) by key, where a term's params include its function's
-keyword parameters that the task leaves at their defaults, a key with dots in it whole
-(``actions.scale..*_knee_joint``), and another tuple of parts or of tuples by index
-(``scene.terrain.sub_terrains.0.noise``, ``commands.base_velocity.params.ranges.2``). A new value
+A path walks a dataclass by field, a tuple of named parts (terms, sensors, sub-terrains) by
+name, a dict (observation groups, a term's params, per-joint action scales) by key, where a
+term's or a sub-terrain's params include its function's keyword parameters that the task leaves
+at their defaults (``scene.terrain.sub_terrains.rough.params.noise_step``), a key with dots in it
+whole (``actions.scale..*_knee_joint``), and another tuple of parts or of tuples by index
+(``commands.base_velocity.params.ranges.2``). A new value
 must be of the kind it replaces: a bool for a bool, an int for an int, a number for a float, a str
 for a str, a tuple of as many for a tuple (each element so; for an empty one, items of the class
 its annotation names: ``events`` takes ``EventTerm``s), a ``Joints`` for a ``Joints`` (and
@@ -28,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from motrix_gym.arguments import is_int, is_number
+from motrix_gym.manager.config import SubTerrain
 from motrix_gym.manager.terms import TERM_TYPES, Bodies, Joints, accepts_none, hints, term_function, term_params
 
 
@@ -77,7 +79,7 @@ def _children(obj: Any) -> dict[str, Any] | None:
         return None
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         children = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-        if isinstance(obj, TERM_TYPES):
+        if isinstance(obj, (*TERM_TYPES, SubTerrain)):
             children["params"] = _Params(obj)
         return children
     if _named(obj):

@@ -281,8 +281,8 @@ def _tuple_error(ann: Annotation, value: Any, what: str) -> str | None:
     return None
 
 
-def _check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, where: str,
-                  commands: dict[str, Any]) -> None:
+def check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, where: str,
+                 commands: dict[str, Any]) -> None:
     """Parameters must be exactly the function's keyword parameters after the first ``skip``, of
     their annotated types: a ``float`` a finite number, within its ``AtLeast`` and ``AtMost``
     bounds if it has them, and so each item of a tuple of them; a ``CommandName`` one of ``commands`` (name: class),
@@ -339,7 +339,7 @@ def _resolve_terms(kind: str, terms: tuple[Any, ...], model: ModelInfo, skip: in
         func = term_function(term)
         if not callable(func):
             raise TaskConfigError(f"{where}: {func!r} is not callable")
-        _check_params(func, term.params, skip, where, commands)
+        check_params(func, term.params, skip, where, commands)
         params = {k: _resolve_value(v, model, where) for k, v in term.params.items()}
         out.append(ResolvedTerm(term.name, func, params, term))
     return tuple(out)

@@ -109,9 +109,10 @@ def add_ball(spec: mujoco.MjSpec, ball: Ball) -> None:
                   contype=1, conaffinity=1)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4)
 def height_map(terrain: TerrainConfig) -> HeightMap | None:
-    """The terrain's heights (None for a plane); generated once per configuration."""
+    """The terrain's heights (None for a plane); generated once for the models of an env (its
+    physics, sensing and rendering models), and for envs made with the same terrain."""
     return None if terrain.flat else generate(terrain)
 
 

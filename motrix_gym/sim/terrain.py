@@ -1,9 +1,12 @@
-"""Terrain generation: a grid of tiles, each a sub-terrain at a difficulty, as one height map.
+"""Terrain generation: a grid of tiles, each a sub-terrain at a difficulty, as one height map;
+and the built-in sub-terrains' functions.
 
 Deterministic: the same ``TerrainConfig`` (seed included) gives the same heights. Rows are
 difficulty levels along x (row r: r / (rows - 1)); columns are assigned to the sub-terrains by
 their proportions, along y. Every tile has a flat square platform in its centre, where robots
-spawn; tiles meet at height 0 on their edges, and a flat border surrounds the grid.
+spawn; the built-in tiles meet at height 0 on their edges (rough ones: their bumps' mean), and a
+flat border surrounds the grid. A sub-terrain of one's own is a function of a ``Tile`` and its
+parameters, as the built-in ones are.
 
 The map is sampled every ``resolution`` m. ``scene.py`` turns it into a MuJoCo heightfield,
 which MuJoCo triangulates by splitting each grid cell along the diagonal from sample (i, j) to
@@ -17,13 +20,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from motrix_gym.manager.config import SubTerrain, TerrainConfig
+from motrix_gym.manager.resolver import TaskConfigError, check_params
+from motrix_gym.manager.terms import NonNegative, Positive
 
 
 @dataclass(frozen=True)
 class HeightMap:
     """Heights on a regular grid: ``heights[j, i]`` is the ground at x = x0 + i * spacing,
     y = y0 + j * spacing (``origin`` = (x0, y0)). ``tile_centers[r, c]`` is the world (x, y, z)
-    of tile (r, c)'s platform centre; ``tile_kinds[c]`` the sub-terrain of column c."""
+    of tile (r, c)'s platform centre; ``tile_kinds[c]`` the name of column c's sub-terrain."""
 
     heights: np.ndarray  # (ny, nx) float64
     origin: tuple[float, float]
@@ -71,36 +76,95 @@ def columns(cfg: TerrainConfig) -> tuple[SubTerrain, ...]:
     return tuple(s for s, c in zip(cfg.sub_terrains, count) for _ in range(c))
 
 
-def lerp(r: tuple[float, float], d: float) -> float:
-    return r[0] + (r[1] - r[0]) * d
+@dataclass(frozen=True)
+class Tile:
+    """One tile as a sub-terrain's function sees it: its samples at ``x``, ``y`` ((n, n), m from
+    the tile's corner, ``spacing`` apart and symmetric about its centre), its side ``size``, the
+    side of the flat ``platform`` in its middle, its row's ``difficulty`` in [0, 1], and the
+    terrain's random generator, the only randomness a function may draw from (so that the terrain
+    follows from its seed)."""
+
+    x: np.ndarray
+    y: np.ndarray
+    spacing: float
+    size: float
+    platform: float
+    difficulty: float
+    rng: np.random.Generator
+
+    @property
+    def edge(self) -> np.ndarray:
+        """Each sample's distance to the tile's border (m)."""
+        return np.minimum.reduce([self.x, self.y, self.size - self.x, self.size - self.y])
+
+    @property
+    def inner(self) -> float:
+        """How far the platform starts from the border (m)."""
+        return (self.size - self.platform) / 2.0
+
+    def lerp(self, r: tuple[float, float]) -> float:
+        """A range (at difficulty 0, at difficulty 1) at this tile's difficulty."""
+        return r[0] + (r[1] - r[0]) * self.difficulty
+
+
+def flat(tile: Tile) -> np.ndarray:
+    """Level ground."""
+    return np.zeros_like(tile.x)
+
+
+def rough(tile: Tile, noise: tuple[NonNegative, NonNegative] = (0.02, 0.10), noise_step: Positive = 0.1) -> np.ndarray:
+    """Zero-mean uniform bumps of ``noise`` m peak to peak, one per ``noise_step`` m square."""
+    a = tile.lerp(noise)
+    n = tile.x.shape[0]
+    k = max(1, round(noise_step / tile.spacing))
+    coarse = tile.rng.uniform(0.0, a, (-(-n // k), -(-n // k)))
+    h = np.repeat(np.repeat(coarse, k, 0), k, 1)[:n, :n]
+    return np.where(tile.edge >= tile.inner, 0.0, h - a / 2.0)
+
+
+def pyramid_stairs(tile: Tile, step_height: tuple[NonNegative, NonNegative] = (0.05, 0.20),
+                   step_width: Positive = 0.3) -> np.ndarray:
+    """Steps ``step_height`` m high and ``step_width`` m deep, rising from the border to the platform."""
+    edge, inner = tile.edge, tile.inner
+    level = np.floor(np.minimum(edge, inner) / step_width)
+    top = np.floor(inner / step_width)
+    return np.where(edge >= inner, top, level) * tile.lerp(step_height)
+
+
+def inverted_pyramid_stairs(tile: Tile, step_height: tuple[NonNegative, NonNegative] = (0.05, 0.20),
+                            step_width: Positive = 0.3) -> np.ndarray:
+    """``pyramid_stairs`` falling to the platform."""
+    return -pyramid_stairs(tile, step_height, step_width)
+
+
+def pyramid_slope(tile: Tile, slope: tuple[NonNegative, NonNegative] = (0.0, 0.4)) -> np.ndarray:
+    """Ground rising at ``slope`` (rise over run) from the border to the platform."""
+    return tile.lerp(slope) * np.minimum(tile.edge, tile.inner)
+
+
+def inverted_pyramid_slope(tile: Tile, slope: tuple[NonNegative, NonNegative] = (0.0, 0.4)) -> np.ndarray:
+    """``pyramid_slope`` falling to the platform."""
+    return -pyramid_slope(tile, slope)
+
+
+BUILT_IN = (flat, rough, pyramid_stairs, inverted_pyramid_stairs, pyramid_slope, inverted_pyramid_slope)
 
 
 def tile(sub: SubTerrain, difficulty: float, n: int, spacing: float, rng: np.random.Generator) -> np.ndarray:
-    """(n, n) heights of one tile; sample (j, i) sits at ((i + 0.5) * spacing, (j + 0.5) * spacing)
-    from the tile's corner, so the tile is symmetric about its centre."""
-    size = n * spacing
+    """(n, n) heights of one tile of ``sub``; sample (j, i) sits at ((i + 0.5) * spacing,
+    (j + 0.5) * spacing) from the tile's corner, so the tile is symmetric about its centre."""
     c = (np.arange(n) + 0.5) * spacing
     x, y = np.meshgrid(c, c)
-    edge = np.minimum.reduce([x, y, size - x, size - y])  # distance to the tile's border
-    inner = (size - sub.platform) / 2.0  # where the platform starts, from the border
-    kind = sub.kind
-    if kind == "flat":
-        return np.zeros((n, n))
-    if kind == "rough":
-        a = lerp(sub.noise, difficulty)
-        k = max(1, round(sub.noise_step / spacing))
-        coarse = rng.uniform(0.0, a, (-(-n // k), -(-n // k)))
-        h = np.repeat(np.repeat(coarse, k, 0), k, 1)[:n, :n]
-        return np.where(edge >= inner, 0.0, h - a / 2.0)  # zero-mean bumps; a flat platform
-    if kind in ("pyramid_stairs", "inverted_pyramid_stairs"):
-        step = lerp(sub.step_height, difficulty)
-        level = np.floor(np.minimum(edge, inner) / sub.step_width)
-        top = np.floor(inner / sub.step_width)
-        h = np.where(edge >= inner, top, level) * step
-        return h if kind == "pyramid_stairs" else -h
-    slope = lerp(sub.slope, difficulty)
-    h = slope * np.minimum(edge, inner)
-    return h if kind == "pyramid_slope" else -h
+    where = f"sub-terrain {sub.name!r}"
+    try:
+        h = sub.func(Tile(x, y, spacing, n * spacing, sub.platform, difficulty, rng), **sub.params)
+    except Exception as e:
+        raise TaskConfigError(f"{where}: {type(e).__name__}: {e}") from e
+    h = np.asarray(h)
+    if h.shape != (n, n) or h.dtype.kind not in "fiu" or not np.isfinite(h).all():
+        raise TaskConfigError(f"{where}: its function must return ({n}, {n}) finite real heights, got a {h.dtype} "
+                              f"array of shape {h.shape}")
+    return h
 
 
 def generate(cfg: TerrainConfig) -> HeightMap:
@@ -111,6 +175,8 @@ def generate(cfg: TerrainConfig) -> HeightMap:
     b = round(cfg.border / cfg.resolution)
     nx, ny = cfg.samples
     heights = np.zeros((ny, nx))
+    for sub in cfg.sub_terrains:
+        check_params(sub.func, sub.params, 1, f"sub-terrain {sub.name!r}", {})
     rng = np.random.default_rng(cfg.seed)
     kinds = columns(cfg)
     for r in range(cfg.rows):
@@ -126,7 +192,7 @@ def generate(cfg: TerrainConfig) -> HeightMap:
             # the tile's middle lies between its two central samples (n is even) or on one
             i, j = b + r * n + (n - 1) / 2.0, b + c * n + (n - 1) / 2.0
             centers[r, c, :2] = x0 + i * cfg.resolution, y0 + j * cfg.resolution
-    hm = HeightMap(heights, (x0, y0), cfg.resolution, centers, tuple(s.kind for s in kinds), cfg.tile_size,
+    hm = HeightMap(heights, (x0, y0), cfg.resolution, centers, tuple(s.name for s in kinds), cfg.tile_size,
                    min(s.platform for s in cfg.sub_terrains))
     centers[..., 2] = hm.height(centers[..., 0], centers[..., 1])
     return hm
