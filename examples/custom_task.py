@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from motrix_gym.envs.robots import G1_LEGS, GO1_LEGS
-from motrix_gym.envs.walk.rl_cfg import WALK
+from motrix_gym.envs.walk.rl_cfg import QUADRUPED, WALK
 from motrix_gym.envs.walk.velocity import registered, velocity
 from motrix_gym.manager.config import SubTerrain, TaskConfig, TerrainConfig
 from motrix_gym.manager.terms import NonNegative, Positive
@@ -49,5 +49,5 @@ def ridge(tile: Tile, height: NonNegative = 0.1, width: Positive = 0.5) -> np.nd
 
 RIDGES = TerrainConfig(sub_terrains=(SubTerrain("flat", flat, proportion=0.2),
                                      SubTerrain("ridge", ridge, proportion=0.8, params={"height": 0.08})))
-RIDGE_ID = register_task("Go1WalkRidge", registered("Go1WalkRidge", GO1_LEGS, RIDGES, scan=True), ppo=WALK,
+RIDGE_ID = register_task("Go1WalkRidge", registered("Go1WalkRidge", GO1_LEGS, RIDGES, scan=True), ppo=QUADRUPED,
                          robot="Unitree Go1 12-DoF", family="velocity tracking, ridges of steps, height scan")

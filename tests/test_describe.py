@@ -50,6 +50,9 @@ def test_the_tables_name_every_term_where_the_runtime_puts_it(task):
     env = gym.make_vec(env_id(task), num_envs=1, compile=False, progress=False)
     text = check_tables(env.unwrapped)
     assert ("ground: a plane" in text) == (task in ("Go1BallBalance", "G1WbtDance", "T1WalkFlat"))
+    if task == "Go1WalkStairs":  # each sub-terrain, its columns and its function with every parameter
+        assert "  pyramid_stairs           5        2         sim.terrain.pyramid_stairs(step_height=(0.03, 0.14), " \
+               "step_width=0.25)" in text.splitlines()
     assert ("ball: Ball(" in text) == (task == "Go1BallBalance")
     symmetry = next(line for line in text.splitlines() if line.startswith("mirror symmetry: "))
     assert symmetry.startswith("mirror symmetry: none (G1WbtDance: observation[policy] term 'command'") == (
