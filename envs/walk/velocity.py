@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import Any
 
 from motrix_gym.envs.robots import G1_LEGS, GO1_LEGS, T1_LEGS, Legs, action_scale
 from motrix_gym.manager.config import (
@@ -49,23 +50,26 @@ ALL = Joints(".*")
 VEL = "base_velocity"
 
 FLAT = TerrainConfig()
-ROUGH = TerrainConfig(sub_terrains=(SubTerrain("flat", ground.flat, proportion=0.2),
-                                    SubTerrain("rough", ground.rough, proportion=0.8, platform=1.5,
-                                               params={"noise": (0.02, 0.10)})))
-STAIRS = TerrainConfig(sub_terrains=(
-    SubTerrain("pyramid_stairs", ground.pyramid_stairs, params={"step_height": (0.05, 0.20)}),
-    SubTerrain("inverted_pyramid_stairs", ground.inverted_pyramid_stairs, params={"step_height": (0.05, 0.20)})))
-SLOPE = TerrainConfig(sub_terrains=(
-    SubTerrain("pyramid_slope", ground.pyramid_slope, params={"slope": (0.0, 0.4)}),
-    SubTerrain("inverted_pyramid_slope", ground.inverted_pyramid_slope, params={"slope": (0.0, 0.4)})))
-# A quadruped's legs are shorter: lower, narrower steps.
-STAIRS_SMALL = TerrainConfig(sub_terrains=(
-    SubTerrain("pyramid_stairs", ground.pyramid_stairs, params={"step_height": (0.03, 0.14), "step_width": 0.25}),
-    SubTerrain("inverted_pyramid_stairs", ground.inverted_pyramid_stairs,
-               params={"step_height": (0.03, 0.14), "step_width": 0.25})))
-ROUGH_SMALL = TerrainConfig(sub_terrains=(SubTerrain("flat", ground.flat, proportion=0.2),
-                                          SubTerrain("rough", ground.rough, proportion=0.8, platform=1.5,
-                                                     params={"noise": (0.01, 0.06)})))
+def rough_ground(noise: tuple[float, float]) -> TerrainConfig:
+    """A fifth of the columns flat, the rest bumps of ``noise`` m (at difficulty 0 and 1) around
+    1.5 m platforms."""
+    return TerrainConfig(sub_terrains=(SubTerrain("flat", ground.flat, proportion=0.2),
+                                       SubTerrain("rough", ground.rough, proportion=0.8, platform=1.5,
+                                                  params={"noise": noise})))
+
+
+def pyramids(up: Callable[..., Any], down: Callable[..., Any], **params: Any) -> TerrainConfig:
+    """Half the columns ``up`` (rising to their platforms), half ``down``, with the same parameters."""
+    return TerrainConfig(sub_terrains=tuple(SubTerrain(f.__name__, f, params=dict(params)) for f in (up, down)))
+
+
+ROUGH = rough_ground((0.02, 0.10))
+STAIRS = pyramids(ground.pyramid_stairs, ground.inverted_pyramid_stairs, step_height=(0.05, 0.20))
+SLOPE = pyramids(ground.pyramid_slope, ground.inverted_pyramid_slope, slope=(0.0, 0.4))
+# A quadruped's legs are shorter: lower, narrower steps, smaller bumps.
+STAIRS_SMALL = pyramids(ground.pyramid_stairs, ground.inverted_pyramid_stairs, step_height=(0.03, 0.14),
+                        step_width=0.25)
+ROUGH_SMALL = rough_ground((0.01, 0.06))
 
 
 # the command curriculum's factors on the velocity ranges, easiest first

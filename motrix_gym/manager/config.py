@@ -188,9 +188,14 @@ class TerrainConfig:
                              f"bytes each in memory); use a coarser resolution or fewer tiles")
 
     @property
+    def cells(self) -> tuple[int, int]:
+        """Samples across a tile and across the border."""
+        return round(self.tile_size / self.resolution), round(self.border / self.resolution)
+
+    @property
     def samples(self) -> tuple[int, int]:
         """The heightfield's samples along x (the rows of tiles) and y (the columns), border included."""
-        n, b = round(self.tile_size / self.resolution), round(self.border / self.resolution)
+        n, b = self.cells
         return self.rows * n + 2 * b, self.cols * n + 2 * b
 
     @property

@@ -171,9 +171,7 @@ def generate(cfg: TerrainConfig) -> HeightMap:
     """The height map of ``cfg`` (which must have sub-terrains), centred on the world origin."""
     if cfg.flat:
         raise ValueError("a flat terrain is a plane, not a height map")
-    n = round(cfg.tile_size / cfg.resolution)
-    b = round(cfg.border / cfg.resolution)
-    nx, ny = cfg.samples
+    (n, b), (nx, ny) = cfg.cells, cfg.samples
     heights = np.zeros((ny, nx))
     for sub in cfg.sub_terrains:
         check_params(sub.func, sub.params, 1, f"sub-terrain {sub.name!r}", {})
