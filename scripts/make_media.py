@@ -1,5 +1,6 @@
-"""Render the pictures of the README: one frame per task (docs/tasks/<id>.png) and the G1 dance
-reference as an animation (docs/g1_dance.gif).
+"""Render the pictures of the README: one frame per task (docs/tasks/<id>.png), each built-in
+sub-terrain's hardest tile (docs/terrains.png) and the G1 dance reference as an animation
+(docs/g1_dance.gif).
 
     python scripts/make_media.py
 """
@@ -10,17 +11,19 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw
 
 import motrix_gym  # noqa: F401  (registers the ids)
-from motrix_gym.envs.robots import G1, T1
+from motrix_gym.envs.robots import G1, GO1, T1
 from motrix_gym.envs.wbt.tracking import MOTIONS
-from motrix_gym.manager.config import SceneConfig
+from motrix_gym.manager.config import SceneConfig, SubTerrain, TerrainConfig
+from motrix_gym.manager.patterns import lookup
 from motrix_gym.motion import MotionClip
 from motrix_gym.motion.kinematics import hinge_joints
 from motrix_gym.registry import BUILTIN, env_id
 from motrix_gym.sim.render import LaneRenderer
-from motrix_gym.sim.scene import build_model
+from motrix_gym.sim.scene import build_model, height_map
+from motrix_gym.sim.terrain import BUILT_IN
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -67,6 +70,30 @@ def task_frames(size: tuple[int, int] = (240, 180)) -> None:
         env.close()
 
 
+def terrain_gallery(size: tuple[int, int] = (256, 192), per_row: int = 5) -> None:
+    """One 8 m tile of each built-in sub-terrain at difficulty 1 (default parameters, the tasks'
+    0.1 m resolution), with a Go1 in its default pose on the platform for scale."""
+    panels = []
+    for func in BUILT_IN:
+        cfg = TerrainConfig(sub_terrains=(SubTerrain(func.__name__, func),), rows=1, cols=1, border=0.0)
+        model = build_model(SceneConfig(GO1, cfg), 0.005, visual=True)
+        qpos = model.qpos0.copy()
+        qpos[2] += height_map(cfg).tile_centers[0, 0, 2]
+        for j in range(1, model.njnt):
+            angle = lookup(GO1.default_joint_pos, model.joint(j).name)
+            qpos[model.jnt_qposadr[j]] = 0.0 if angle is None else angle
+        renderer = LaneRenderer(model, width=size[0], height=size[1], distance=9.0, azimuth=120.0, elevation=-35.0)
+        image = Image.fromarray(renderer.render(qpos))
+        renderer.close()
+        ImageDraw.Draw(image).text((6, 4), func.__name__, fill=(255, 255, 255))
+        panels.append(image)
+    rows = -(-len(panels) // per_row)
+    sheet = Image.new("RGB", (per_row * size[0], rows * size[1]))
+    for k, image in enumerate(panels):
+        sheet.paste(image, ((k % per_row) * size[0], (k // per_row) * size[1]))
+    sheet.save(DOCS / "terrains.png")
+
+
 def dance_gif(every: int = 6, size: int = 200) -> None:
     clip = MotionClip.load(MOTIONS / "g1_dance.npz")
     model = build_model(SceneConfig(G1), 0.005, visual=True)
@@ -82,6 +109,7 @@ if __name__ == "__main__":
     import sys
 
     task_frames()
+    terrain_gallery()
     if "--no-gif" not in sys.argv:
         dance_gif()
     print("wrote", sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.png")), "and docs/g1_dance.gif")

@@ -327,6 +327,15 @@ def test_readme_quickstart_runs():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
+def test_every_file_the_docs_link_to_is_there():
+    """Pictures, curves and pages linked from the README and docs/, relative to the linking page."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    links = [(page, target) for page in pages for target in re.findall(r"\]\(([^)\s#]+)\)", page.read_text())
+             if "://" not in target]
+    assert len(links) > 30
+    assert not [(p.name, t) for p, t in links if not (p.parent / t).exists()]
+
+
 @pytest.mark.parametrize("task", BUILTIN)
 def test_example_runs_on_every_task(task, tmp_path):
     plot = tmp_path / "curve.png"

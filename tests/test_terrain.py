@@ -145,6 +145,67 @@ def test_a_sub_terrain_of_one_s_own_is_a_function_of_its_tile():
                                       np.broadcast_to(np.floor(x / 0.5) * 0.1 * row / 2, (20, 20)))
 
 
+def one_tile(func, difficulty: float = 1.0, spacing: float = 0.05, seed: int = 0, **params) -> np.ndarray:
+    """Heights of one 8 m tile of ``func`` with a 2 m platform (3 m between it and the border)."""
+    return terrain.tile(SubTerrain(func.__name__, func, params=params), difficulty, round(8.0 / spacing), spacing,
+                        np.random.default_rng(seed))
+
+
+def runs(values: np.ndarray) -> list[tuple[float, int]]:
+    """(value, length) of each run of equal values, in order."""
+    cut = np.flatnonzero(np.diff(values)) + 1
+    return [(float(v[0]), len(v)) for v in np.split(values, cut)]
+
+
+@pytest.mark.parametrize("func", BUILT_IN, ids=lambda f: f.__name__)
+def test_a_built_in_sub_terrain_keeps_its_platform_flat_and_follows_its_generator(func):
+    x, y = np.meshgrid((np.arange(160) + 0.5) * 0.05, (np.arange(160) + 0.5) * 0.05)
+    platform = np.minimum(np.minimum(x, y), np.minimum(8.0 - x, 8.0 - y)) >= 3.0
+    for difficulty in (0.0, 0.5, 1.0):
+        h = one_tile(func, difficulty)
+        assert np.ptp(h[platform]) == 0.0, difficulty
+        np.testing.assert_array_equal(h, one_tile(func, difficulty))
+
+
+def test_wave_rings_the_platform_with_its_ridges():
+    line = one_tile(terrain.wave, 1.0, amplitude=(0.0, 0.3), waves=4)[80, :60]  # border to platform
+    assert line[0] < 0.01 and line[-1] < 0.01 and abs(line.max() - 0.3) < 0.01
+    assert sum(v for v, _ in runs(line > 0.27)) == 4  # four crests
+    assert np.ptp(one_tile(terrain.wave, 0.0)) == 0.0  # no height at difficulty 0
+
+
+def test_stepping_stones_are_as_wide_and_as_far_apart_as_asked():
+    h = one_tile(terrain.stepping_stones, 1.0, stone=(0.8, 0.5), gap=(0.1, 0.2), depth=0.7)
+    assert set(np.unique(h)) == {0.0, -0.7}
+    line = runs(h[80, :60])  # along a row of stones (the tile's centre line), border to platform
+    inner = line[1:-1]  # the first may be cut by the border, the last joins the platform
+    assert {n for v, n in inner if v == 0.0} == {10} and {n for v, n in inner if v < 0} == {4}  # 0.5 m, 0.2 m
+
+
+def test_a_gap_is_a_trench_around_the_platform():
+    h = one_tile(terrain.gap, 0.5, width=(0.1, 0.9), depth=1.0)
+    assert runs(h[80]) == [(0.0, 50), (-1.0, 10), (0.0, 40), (-1.0, 10), (0.0, 50)]  # 0.5 m wide at 0.5
+
+
+def test_obstacles_stand_up_or_sink_by_their_height():
+    h = one_tile(terrain.obstacles, 0.5, height=(0.1, 0.3), count=40)
+    assert set(np.unique(h)) == {-0.2, 0.0, 0.2}
+    assert 0.1 < np.mean(h != 0.0) < 0.9
+    assert not np.array_equal(h, one_tile(terrain.obstacles, 0.5, seed=1, height=(0.1, 0.3), count=40))
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"waves": 0}, "parameter 'waves' must be int >= 1, got int 0"),
+    ({"waves": 2.5}, "parameter 'waves' must be int >= 1, got float 2.5"),
+    ({"waves": True}, "parameter 'waves' must be int >= 1, got bool True"),
+])
+def test_a_count_must_be_a_positive_int(params, message):
+    cfg = TerrainConfig(sub_terrains=(SubTerrain("waves", terrain.wave, params=params),), rows=2, cols=1,
+                        tile_size=4.0, border=0.0)
+    with pytest.raises(TaskConfigError, match=re.escape(message)):
+        generate(cfg)
+
+
 def lowest_points(model: mujoco.MjModel, data: mujoco.MjData, body: int) -> np.ndarray:
     """(k, 3): for each colliding geom of ``body``, its lowest point (spheres, capsules, boxes)."""
     out = []

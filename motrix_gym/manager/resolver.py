@@ -259,11 +259,9 @@ _REFERENCES = {"Bodies": Bodies, "Joints": Joints, "Sensor": Sensor, "FreeBody":
 
 def _number_error(ann: Annotation, value: Any, what: str) -> str | None:
     """Why ``value`` is not a number ``ann`` (a ``float``, maybe bounded) admits, or None."""
-    limits = [b for b in (ann.bound, ann.upper) if b is not None]
-    if is_number(value) and all(b.admits(value) for b in limits):
+    if is_number(value) and ann.within(value):
         return None
-    bounds = " and ".join(str(b) for b in limits)
-    return f"{what} must be a finite number{' ' + bounds if bounds else ''}, got {value!r}"
+    return f"{what} must be a finite number{ann.describe_limits()}, got {value!r}"
 
 
 def _tuple_error(ann: Annotation, value: Any, what: str) -> str | None:
@@ -320,8 +318,9 @@ def check_params(func: Callable[..., Any], params: dict[str, Any], skip: int, wh
                 raise TaskConfigError(f"{where}: {error}")
         elif ann.name in _REFERENCES or ann.name in _SIMPLE_TYPES:
             want = _REFERENCES.get(ann.name) or _SIMPLE_TYPES[ann.name]
-            if not isinstance(value, want) or (ann.name != "bool" and isinstance(value, bool)):
-                raise TaskConfigError(f"{where}: parameter {p.name!r} must be {ann.name}, "
+            if (not isinstance(value, want) or (ann.name != "bool" and isinstance(value, bool))
+                    or not ann.within(value)):  # an int's bounds, as a float's
+                raise TaskConfigError(f"{where}: parameter {p.name!r} must be {ann.name}{ann.describe_limits()}, "
                                       f"got {type(value).__name__} {value!r}")
 
 

@@ -15,7 +15,8 @@ A parameter annotated :data:`CommandName` names one of the task's command terms 
 ``env.commands[name]``); the resolver checks that the task has it and, for
 ``Annotated[CommandName, "Class"]`` (``mdp/command_names.py``), that it is of that class. A
 ``float`` parameter must be a finite number; :data:`Positive`, :data:`NonNegative` and
-:data:`Fraction` (or ``Annotated[float, AtLeast(lo), AtMost(hi)]``) also bound it.
+:data:`Fraction` (or ``Annotated[float, AtLeast(lo), AtMost(hi)]``) also bound it, as
+:data:`Count` (``Annotated[int, AtLeast(1)]``) bounds an ``int``.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class AtMost:
 Positive = Annotated[float, AtLeast(0.0, strict=True)]  # a std, a threshold on an error, a spacing
 NonNegative = Annotated[float, AtLeast(0.0)]  # a noise amplitude, a range about zero
 Fraction = Annotated[float, AtLeast(0.0, strict=True), AtMost(1.0)]  # a share of a range, (0, 1]
+Count = Annotated[int, AtLeast(1)]  # a number of things, at least one
 
 
 @dataclass(frozen=True)
@@ -264,10 +266,22 @@ class Annotation:
     name: str | None  # the type's name; None: not one type
     optional: bool  # ``X | None``
     command_class: str | None = None  # ``Annotated[CommandName, "Class"]``
-    bound: AtLeast | None = None  # ``Annotated[float, AtLeast(lo)]``
-    upper: AtMost | None = None  # ``Annotated[float, AtMost(hi)]``
+    bound: AtLeast | None = None  # ``Annotated[float, AtLeast(lo)]`` (or ``int``)
+    upper: AtMost | None = None  # ``Annotated[float, AtMost(hi)]`` (or ``int``)
     items: tuple[Annotation, ...] = ()  # ``tuple[X, Y]``: X and Y; ``tuple[X, ...]``: X, with ``variadic``
     variadic: bool = False
+
+    @property
+    def limits(self) -> tuple[AtLeast | AtMost, ...]:
+        """The bounds a number (a ``float``, an ``int``) must keep; none: any."""
+        return tuple(b for b in (self.bound, self.upper) if b is not None)
+
+    def within(self, value: Any) -> bool:
+        return all(b.admits(value) for b in self.limits)
+
+    def describe_limits(self) -> str:
+        """`` >= 0 and <= 1``, or empty."""
+        return "".join((" " if i == 0 else " and ") + str(b) for i, b in enumerate(self.limits))
 
 
 def annotation(ann: Any) -> Annotation:

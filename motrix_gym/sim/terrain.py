@@ -21,7 +21,7 @@ import numpy as np
 
 from motrix_gym.manager.config import SubTerrain, TerrainConfig
 from motrix_gym.manager.resolver import TaskConfigError, check_params
-from motrix_gym.manager.terms import NonNegative, Positive
+from motrix_gym.manager.terms import Count, NonNegative, Positive
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,46 @@ def inverted_pyramid_slope(tile: Tile, slope: tuple[NonNegative, NonNegative] = 
     return -pyramid_slope(tile, slope)
 
 
-BUILT_IN = (flat, rough, pyramid_stairs, inverted_pyramid_stairs, pyramid_slope, inverted_pyramid_slope)
+def wave(tile: Tile, amplitude: tuple[NonNegative, NonNegative] = (0.0, 0.2), waves: Count = 3) -> np.ndarray:
+    """``waves`` smooth ridges ``amplitude`` m high ringing the platform, evenly spaced between it
+    and the border (level with both)."""
+    out = tile.inner - np.minimum(tile.edge, tile.inner)  # distance out from the platform
+    return tile.lerp(amplitude) / 2.0 * (1.0 - np.cos(2.0 * np.pi * waves * out / tile.inner))
+
+
+def stepping_stones(tile: Tile, stone: tuple[Positive, Positive] = (0.8, 0.35),
+                    gap: tuple[NonNegative, NonNegative] = (0.1, 0.35), depth: NonNegative = 0.5) -> np.ndarray:
+    """Square stones ``stone`` m wide, ``gap`` m apart on a grid centred on the tile, level with the
+    platform, over pits ``depth`` m deep."""
+    side = tile.lerp(stone)
+    pitch = side + tile.lerp(gap)
+
+    def on_stone(u: np.ndarray) -> np.ndarray:  # within half a stone of the nearest stone's centre line
+        return np.abs((u - tile.size / 2.0 + pitch / 2.0) % pitch - pitch / 2.0) <= side / 2.0
+
+    return np.where((tile.edge >= tile.inner) | (on_stone(tile.x) & on_stone(tile.y)), 0.0, -depth)
+
+
+def gap(tile: Tile, width: tuple[NonNegative, NonNegative] = (0.1, 0.5), depth: NonNegative = 0.5) -> np.ndarray:
+    """A trench ``width`` m wide and ``depth`` m deep around the platform."""
+    out = tile.inner - np.minimum(tile.edge, tile.inner)
+    return np.where((out > 0.0) & (out <= tile.lerp(width)), -depth, 0.0)
+
+
+def obstacles(tile: Tile, height: tuple[NonNegative, NonNegative] = (0.05, 0.2), count: Count = 40,
+              width: tuple[Positive, Positive] = (0.3, 1.0)) -> np.ndarray:
+    """``count`` boxes at random places off the platform, their sides drawn from ``width`` m,
+    each ``height`` m above or below the ground at random (a later box covers an earlier one)."""
+    centre = tile.rng.uniform(0.0, tile.size, (count, 2, 1, 1))
+    half = tile.rng.uniform(*width, (count, 2, 1, 1)) / 2.0
+    top = tile.rng.choice((-1.0, 1.0), count) * tile.lerp(height)
+    inside = (np.abs(tile.x - centre[:, 0]) <= half[:, 0]) & (np.abs(tile.y - centre[:, 1]) <= half[:, 1])
+    last = count - 1 - np.argmax(inside[::-1], axis=0)  # the last box over each sample
+    return np.where((tile.edge >= tile.inner) | ~inside.any(axis=0), 0.0, top[last])
+
+
+BUILT_IN = (flat, rough, pyramid_stairs, inverted_pyramid_stairs, pyramid_slope, inverted_pyramid_slope, wave,
+            stepping_stones, gap, obstacles)
 
 
 def tile(sub: SubTerrain, difficulty: float, n: int, spacing: float, rng: np.random.Generator) -> np.ndarray:
