@@ -103,7 +103,8 @@ def describe(env: Any) -> str:
     else:
         count = Counter(sub.name for sub in columns(terrain))
         lines.append(f"ground: a heightfield of {terrain.rows} x {terrain.cols} tiles of {terrain.tile_size:g} m "
-                     f"at {terrain.resolution:g} m (rows by difficulty, columns by sub-terrain; seed {terrain.seed})")
+                     f"at {terrain.resolution:g} m (rows by difficulty, {terrain.difficulty[0]:g} to "
+                     f"{terrain.difficulty[1]:g}, columns by sub-terrain; seed {terrain.seed})")
         lines += _table(("sub-terrain", "columns", "platform", "function"), [
             (sub.name, str(count[sub.name]), f"{sub.platform:g}", _call(sub)) for sub in terrain.sub_terrains])
     lines += [f"ball: {_value(ball)}" for ball in task.scene.balls]

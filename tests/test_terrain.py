@@ -95,6 +95,9 @@ def test_terrain_is_deterministic_and_seeded():
     (lambda: TerrainConfig(border=-1.0), "terrain: border must be a finite number >= 0, got -1.0"),
     (lambda: TerrainConfig(seed=-1), "terrain: seed must be an int >= 0, got -1"),
     (lambda: TerrainConfig(rows=2.0), "terrain: rows must be an int >= 1, got 2.0"),
+    (lambda: TerrainConfig(difficulty=(0.5, 0.2)), "terrain: difficulty must be (lo, hi) with 0 <= lo <= hi <= 1, "
+                                                   "got (0.5, 0.2)"),
+    (lambda: TerrainConfig(difficulty=(0.0, 1.5)), "difficulty must be (lo, hi) with 0 <= lo <= hi <= 1"),
     (lambda: TerrainConfig(sub_terrains=(SubTerrain("rough", terrain.rough),), border=4.05),
      "terrain: border 4.05 is not a multiple of resolution 0.1"),
     (lambda: TerrainConfig(sub_terrains=(SubTerrain("a", terrain.flat), SubTerrain("a", terrain.rough))),
@@ -134,15 +137,18 @@ def test_a_sub_terrain_is_checked_as_a_term_when_its_terrain_is_built(sub, messa
         generate(cfg)
 
 
-def test_a_sub_terrain_of_one_s_own_is_a_function_of_its_tile():
-    """Its heights fill its tiles, at each row's difficulty."""
-    cfg = TerrainConfig(sub_terrains=(SubTerrain("own", steps, platform=0.5, params={"height": 0.1}),), rows=3,
-                        cols=1, tile_size=2.0, border=0.0)
+@pytest.mark.parametrize("rows, difficulty, of_rows", [(3, (0.0, 1.0), (0.0, 0.5, 1.0)),
+                                                       (3, (0.25, 0.75), (0.25, 0.5, 0.75)),
+                                                       (1, (0.25, 0.75), (0.75,))])
+def test_a_sub_terrain_of_one_s_own_is_a_function_of_its_tile(rows, difficulty, of_rows):
+    """Its heights fill its tiles, at each row's difficulty, which rises evenly over the terrain's range."""
+    cfg = TerrainConfig(sub_terrains=(SubTerrain("own", steps, platform=0.5, params={"height": 0.1}),), rows=rows,
+                        cols=1, tile_size=2.0, border=0.0, difficulty=difficulty)
     hm = generate(cfg)
     x = (np.arange(20) + 0.5) * 0.1
-    for row in range(3):
+    for row, d in enumerate(of_rows):
         np.testing.assert_array_equal(hm.heights[:, row * 20:(row + 1) * 20],
-                                      np.broadcast_to(np.floor(x / 0.5) * 0.1 * row / 2, (20, 20)))
+                                      np.broadcast_to(np.floor(x / 0.5) * 0.1 * d, (20, 20)))
 
 
 def one_tile(func, difficulty: float = 1.0, spacing: float = 0.05, seed: int = 0, **params) -> np.ndarray:

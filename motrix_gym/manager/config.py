@@ -145,8 +145,9 @@ MAX_TERRAIN_SAMPLES = 10**8
 @dataclass(frozen=True)
 class TerrainConfig:
     """The ground. No ``sub_terrains``: an infinite plane at height 0. Otherwise one heightfield
-    of ``rows`` x ``cols`` square tiles of ``tile_size`` m: row r has difficulty r / (rows - 1),
-    columns are given to the sub-terrains by proportion; generated from ``seed`` on a grid of
+    of ``rows`` x ``cols`` square tiles of ``tile_size`` m: the rows' difficulties rise evenly
+    over the ``difficulty`` range (row r: lo + (hi - lo) r / (rows - 1); one row: hi), columns
+    are given to the sub-terrains by proportion; generated from ``seed`` on a grid of
     ``resolution`` m, with a flat ``border`` m wide around it."""
 
     sub_terrains: tuple[SubTerrain, ...] = ()
@@ -156,6 +157,7 @@ class TerrainConfig:
     resolution: float = 0.1
     border: float = 4.0
     seed: int = 0
+    difficulty: tuple[float, float] = (0.0, 1.0)
 
     def __post_init__(self) -> None:
         for name in ("rows", "cols", "seed"):
@@ -165,6 +167,9 @@ class TerrainConfig:
         for name in ("tile_size", "resolution"):
             _require("terrain", name, getattr(self, name))
         _require("terrain", "border", self.border, strict=False)
+        d = self.difficulty
+        if not (isinstance(d, tuple) and len(d) == 2 and all(is_number(v) for v in d) and 0 <= d[0] <= d[1] <= 1):
+            raise ValueError(f"terrain: difficulty must be (lo, hi) with 0 <= lo <= hi <= 1, got {d!r}")
         if self.cols < len(self.sub_terrains):
             raise ValueError(f"terrain: {self.rows} rows x {self.cols} columns cannot hold "
                              f"{len(self.sub_terrains)} sub-terrains (one column each at least)")
@@ -197,6 +202,10 @@ class TerrainConfig:
         """The heightfield's samples along x (the rows of tiles) and y (the columns), border included."""
         n, b = self.cells
         return self.rows * n + 2 * b, self.cols * n + 2 * b
+
+    def row_difficulty(self, row: int) -> float:
+        lo, hi = self.difficulty
+        return lo + (hi - lo) * row / (self.rows - 1) if self.rows > 1 else hi
 
     @property
     def flat(self) -> bool:

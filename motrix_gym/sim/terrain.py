@@ -2,7 +2,7 @@
 and the built-in sub-terrains' functions.
 
 Deterministic: the same ``TerrainConfig`` (seed included) gives the same heights. Rows are
-difficulty levels along x (row r: r / (rows - 1)); columns are assigned to the sub-terrains by
+difficulty levels along x (``TerrainConfig.row_difficulty``); columns are assigned to the sub-terrains by
 their proportions, along y. Every tile has a flat square platform in its centre, where robots
 spawn; the built-in tiles meet at height 0 on their edges (rough ones: their bumps' mean), and a
 flat border surrounds the grid. A sub-terrain of one's own is a function of a ``Tile`` and its
@@ -217,10 +217,9 @@ def generate(cfg: TerrainConfig) -> HeightMap:
     rng = np.random.default_rng(cfg.seed)
     kinds = columns(cfg)
     for r in range(cfg.rows):
-        difficulty = r / (cfg.rows - 1) if cfg.rows > 1 else 1.0
         for c, sub in enumerate(kinds):
-            heights[b + c * n:b + (c + 1) * n, b + r * n:b + (r + 1) * n] = tile(sub, difficulty, n, cfg.resolution,
-                                                                                  rng)
+            heights[b + c * n:b + (c + 1) * n, b + r * n:b + (r + 1) * n] = tile(sub, cfg.row_difficulty(r), n,
+                                                                                  cfg.resolution, rng)
     x0 = -(nx - 1) * cfg.resolution / 2.0
     y0 = -(ny - 1) * cfg.resolution / 2.0
     centers = np.zeros((cfg.rows, cfg.cols, 3))
