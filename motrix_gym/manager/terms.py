@@ -280,8 +280,8 @@ class Annotation:
         return all(b.admits(value) for b in self.limits)
 
     def describe_limits(self) -> str:
-        """`` >= 0 and <= 1``, or empty."""
-        return "".join((" " if i == 0 else " and ") + str(b) for i, b in enumerate(self.limits))
+        """The bounds as an error message puts them after the type (`` >= 0 and <= 1``); empty if none."""
+        return " " + " and ".join(map(str, self.limits)) if self.limits else ""
 
 
 def annotation(ann: Any) -> Annotation:

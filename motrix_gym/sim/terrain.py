@@ -2,11 +2,12 @@
 and the built-in sub-terrains' functions.
 
 Deterministic: the same ``TerrainConfig`` (seed included) gives the same heights. Rows are
-difficulty levels along x (``TerrainConfig.row_difficulty``); columns are assigned to the sub-terrains by
-their proportions, along y. Every tile has a flat square platform in its centre, where robots
-spawn; the built-in tiles meet at height 0 on their edges (rough ones: their bumps' mean), and a
-flat border surrounds the grid. A sub-terrain of one's own is a function of a ``Tile`` and its
-parameters, as the built-in ones are.
+difficulty levels along x (``TerrainConfig.row_difficulty``); columns are assigned to the
+sub-terrains by their proportions, along y. Every tile has a flat square platform in its centre,
+where robots spawn; the built-in tiles meet at height 0 on their edges (rough ones: their bumps'
+mean; stepping stones' pits and obstacles may reach them), and a flat border surrounds the grid.
+A sub-terrain of one's own is a function of a ``Tile`` and its parameters, as the built-in ones
+are.
 
 The map is sampled every ``resolution`` m. ``scene.py`` turns it into a MuJoCo heightfield,
 which MuJoCo triangulates by splitting each grid cell along the diagonal from sample (i, j) to
