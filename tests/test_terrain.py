@@ -115,6 +115,20 @@ def steps(tile: Tile, height: float, width: float = 0.5) -> np.ndarray:
     return np.floor(tile.x / width) * height * tile.difficulty
 
 
+@settings(max_examples=200, deadline=None)
+@given(proportions=st.lists(st.floats(0.01, 10.0), min_size=1, max_size=6), extra=st.integers(0, 20))
+def test_columns_are_shared_by_proportion_in_order_one_each_at_least(proportions, extra):
+    subs = tuple(SubTerrain(f"s{k}", terrain.flat, proportion=p) for k, p in enumerate(proportions))
+    cfg = TerrainConfig(sub_terrains=subs, cols=len(subs) + extra)
+    got = terrain.columns(cfg)
+    count = [got.count(s) for s in subs]
+    assert got == tuple(s for s, c in zip(subs, count) for _ in range(c))  # each in one block, in order
+    assert len(got) == cfg.cols and min(count) >= 1
+    share = [cfg.cols * p / sum(proportions) for p in proportions]
+    if min(share) >= 1.0:  # no sub-terrain needed its one column: shares rounded by largest remainders
+        assert all(abs(c - x) < 1.0 for c, x in zip(count, share))
+
+
 @pytest.mark.parametrize("sub, message", [
     (SubTerrain("stairs", terrain.pyramid_stairs, params={"step_width": 0.0}),
      "sub-terrain 'stairs': parameter 'step_width' must be a finite number > 0, got 0.0"),
