@@ -207,11 +207,19 @@ def test_a_gap_is_a_trench_around_the_platform():
     assert runs(h[80]) == [(0.0, 50), (-1.0, 10), (0.0, 40), (-1.0, 10), (0.0, 50)]  # 0.5 m wide at 0.5
 
 
-def test_obstacles_stand_up_or_sink_by_their_height():
-    h = one_tile(terrain.obstacles, 0.5, height=(0.1, 0.3), count=40)
-    assert set(np.unique(h)) == {-0.2, 0.0, 0.2}
-    assert 0.1 < np.mean(h != 0.0) < 0.9
-    assert not np.array_equal(h, one_tile(terrain.obstacles, 0.5, seed=1, height=(0.1, 0.3), count=40))
+@pytest.mark.parametrize("seed", range(3))
+def test_obstacles_are_the_boxes_drawn_each_over_the_samples_within_it(seed):
+    h = one_tile(terrain.obstacles, 0.5, seed=seed, height=(0.1, 0.3), count=40)
+    rng = np.random.default_rng(seed)  # the same draws, in the same order
+    centre, half = rng.uniform(0.0, 8.0, (40, 2)), rng.uniform(0.3, 1.0, (40, 2)) / 2.0
+    top = rng.choice((-1.0, 1.0), 40) * 0.2
+    x, y = np.meshgrid((np.arange(160) + 0.5) * 0.05, (np.arange(160) + 0.5) * 0.05)
+    want = np.zeros_like(x)
+    for (cx, cy), (hx, hy), z in zip(centre, half, top):
+        want[(np.abs(x - cx) <= hx) & (np.abs(y - cy) <= hy)] = z  # a later box covers an earlier one
+    want[np.minimum(np.minimum(x, y), np.minimum(8.0 - x, 8.0 - y)) >= 3.0] = 0.0  # the platform
+    np.testing.assert_array_equal(h, want)
+    assert set(np.unique(h)) == {-0.2, 0.0, 0.2} and 0.1 < np.mean(h != 0.0) < 0.9
 
 
 @pytest.mark.parametrize("params, message", [

@@ -178,12 +178,16 @@ def obstacles(tile: Tile, height: tuple[NonNegative, NonNegative] = (0.05, 0.2),
               width: tuple[Positive, Positive] = (0.3, 1.0)) -> np.ndarray:
     """``count`` boxes at random places off the platform, their sides drawn from ``width`` m,
     each ``height`` m above or below the ground at random (a later box covers an earlier one)."""
-    centre = tile.rng.uniform(0.0, tile.size, (count, 2, 1, 1))
-    half = tile.rng.uniform(*width, (count, 2, 1, 1)) / 2.0
+    centre = tile.rng.uniform(0.0, tile.size, (count, 2))
+    half = tile.rng.uniform(*width, (count, 2)) / 2.0
     top = tile.rng.choice((-1.0, 1.0), count) * tile.lerp(height)
-    inside = (np.abs(tile.x - centre[:, 0]) <= half[:, 0]) & (np.abs(tile.y - centre[:, 1]) <= half[:, 1])
-    last = count - 1 - np.argmax(inside[::-1], axis=0)  # the last box over each sample
-    return np.where((tile.edge >= tile.inner) | ~inside.any(axis=0), 0.0, top[last])
+    # sample k lies (k + 0.5) spacings from the corner: the first and last index each box covers
+    first = np.maximum(np.ceil((centre - half) / tile.spacing - 0.5), 0).astype(int)
+    last = np.floor((centre + half) / tile.spacing - 0.5).astype(int)
+    h = np.zeros_like(tile.x)
+    for (i0, j0), (i1, j1), z in zip(first, last, top):
+        h[j0:j1 + 1, i0:i1 + 1] = z
+    return np.where(tile.edge >= tile.inner, 0.0, h)
 
 
 BUILT_IN = (flat, rough, pyramid_stairs, inverted_pyramid_stairs, pyramid_slope, inverted_pyramid_slope, wave,
