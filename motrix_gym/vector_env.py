@@ -475,12 +475,16 @@ class MotrixVectorEnv(VectorEnv):
         setattr(self, name, values)
 
     def _markers(self) -> list[Arrows | Spheres]:
-        """What the command terms draw now (``mdp/markers.py``), if ``render_markers``."""
+        """What the command terms and the observation functions that draw (``mdp/markers.py``)
+        show now, if ``render_markers``; a term observed in several groups, once."""
         if not self.render_markers:
             return []
         ctx = self.runtime.ctx
+        observed = {(t.name, t.func): t for terms in self.runtime.program.observations.values() for t in terms
+                    if hasattr(t.func, "markers")}
         with torch.no_grad():
-            return [m for c in ctx.commands.values() if hasattr(c, "markers") for m in c.markers(ctx)]
+            return ([m for c in ctx.commands.values() if hasattr(c, "markers") for m in c.markers(ctx)]
+                    + [m for t in observed.values() for m in t.func.markers(ctx, **t.params)])
 
     def close(self, **kwargs: Any) -> None:
         if self.closed:

@@ -160,6 +160,7 @@ def test_velocity_markers_show_the_command_in_the_heading_frame_and_the_base_vel
 @pytest.mark.parametrize("task, options, colour", [
     ("Go1WalkFlat", {"command": (1.0, 0.0, 0.0)}, (0.1, 0.8, 0.1)),  # standing still: the command's arrow alone
     ("G1WbtDance", {}, (1.0, 0.55, 0.0)),
+    ("Go1WalkStairs", {"command": (0.0, 0.0, 0.0)}, (0.9, 0.1, 0.1)),  # no arrows: the scan's points
 ])
 def test_rendered_markers_are_drawn_in_their_colour_and_only_when_asked(task, options, colour):
     frames = []

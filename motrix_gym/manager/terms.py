@@ -154,6 +154,18 @@ def reflects(mirror: MirrorSpec) -> Callable[[F], F]:
     return mark
 
 
+def draws(markers: Callable[..., Any]) -> Callable[[F], F]:
+    """Marks an observation function with what rendered frames show of it: ``markers(env,
+    **params)``, called with the term's parameters, returns ``mdp/markers.py``'s arrows or
+    spheres (a height scan: the points it reads), as a command's ``markers`` method does."""
+
+    def mark(func: F) -> F:
+        func.markers = markers  # type: ignore[attr-defined]
+        return func
+
+    return mark
+
+
 @dataclass(frozen=True)
 class RewardTerm:
     """``weight * func(env, **params) * step_dt`` added to the reward each env step."""

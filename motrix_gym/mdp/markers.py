@@ -1,8 +1,9 @@
-"""What command terms draw into rendered frames: per-lane arrows and spheres in the world frame.
+"""What terms draw into rendered frames: per-lane arrows and spheres in the world frame.
 
-A command term with a ``markers(env)`` method returns these; the env hands the rendered lanes'
-rows to the renderer (``sim/render.py``), which draws them over the scene. Only rendering calls
-it, so it costs nothing in training.
+A command term with a ``markers(env)`` method returns these, as does an observation function
+marked with ``manager.terms.draws``; the env hands the rendered lanes' rows to the renderer
+(``sim/render.py``), which draws them over the scene. Only rendering calls them, so they cost
+nothing in training.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ RGBA = tuple[float, float, float, float]
 COMMAND = (0.1, 0.8, 0.1, 1.0)  # green: what the command asks
 MEASURED = (0.1, 0.3, 0.9, 1.0)  # blue: what the robot does
 REFERENCE = (1.0, 0.55, 0.0, 0.6)  # orange: a motion's reference
+SENSED = (0.9, 0.1, 0.1, 1.0)  # red: where the robot senses its surroundings
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ import math
 import torch
 from torch import Tensor
 
-from motrix_gym.manager.terms import NonNegative, Positive, reflects
+from motrix_gym.manager.terms import NonNegative, Positive, draws, reflects
 from motrix_gym.math import yaw_cos_sin
 from motrix_gym.mdp.command_names import VelocityCommandName
+from motrix_gym.mdp.markers import SENSED, Spheres
 from motrix_gym.runtime.context import Context
 
 
@@ -110,16 +111,28 @@ def scan_mirror(size: tuple[NonNegative, NonNegative] = (1.6, 1.0), resolution: 
     return torch.cdist(p * torch.tensor([1.0, -1.0]), p).argmin(dim=1).tolist()
 
 
+def scanned_ground(env: Context, size: tuple[float, float], resolution: float) -> tuple[Tensor, Tensor, Tensor]:
+    """World x, y and ground height of each lane's scan points: (lanes, points) each."""
+    p = scan_points(size, resolution).to(env.device)
+    pos = env.root_pos()
+    c, s = yaw_cos_sin(env.root_quat().unsqueeze(1))  # (lanes, 1): broadcast over the points
+    px, py = p[:, 0], p[:, 1]
+    wx = pos[:, 0:1] + c * px - s * py
+    wy = pos[:, 1:2] + s * px + c * py
+    return wx, wy, env.terrain.height(wx, wy)
+
+
+def scan_markers(env: Context, size: tuple[float, float] = (1.6, 1.0), resolution: float = 0.1,
+                 offset: float = 0.5) -> tuple[Spheres]:
+    """The ground points a ``height_scan`` reads, as small red spheres."""
+    return (Spheres(torch.stack(scanned_ground(env, size, resolution), dim=-1), SENSED, radius=0.015),)
+
+
+@draws(scan_markers)
 @reflects(scan_mirror)
 def height_scan(env: Context, size: tuple[NonNegative, NonNegative] = (1.6, 1.0), resolution: Positive = 0.1,
                 offset: float = 0.5) -> Tensor:
     """Height of the base above the ground at a yaw-aligned grid of points around it, minus
     ``offset`` and clipped to [-1, 1] (m): (lanes, points), x-major."""
-    p = scan_points(size, resolution).to(env.device)
-    pos, q = env.root_pos(), env.root_quat()
-    c, s = yaw_cos_sin(q.unsqueeze(1))  # (lanes, 1): broadcast over the points
-    px, py = p[:, 0], p[:, 1]
-    wx = pos[:, 0:1] + c * px - s * py
-    wy = pos[:, 1:2] + s * px + c * py
-    ground = env.terrain.height(wx, wy)
-    return (pos[:, 2:3] - ground - offset).clamp(-1.0, 1.0)
+    _, _, ground = scanned_ground(env, size, resolution)
+    return (env.root_pos()[:, 2:3] - ground - offset).clamp(-1.0, 1.0)
