@@ -83,7 +83,7 @@ class Tile:
     the tile's corner, ``spacing`` apart and symmetric about its centre), its side ``size``, the
     side of the flat ``platform`` in its middle, its row's ``difficulty`` in [0, 1], and the
     terrain's random generator, the only randomness a function may draw from (so that the terrain
-    follows from its seed)."""
+    follows from its seed); ``edge``, ``inner`` and ``from_platform`` say where a sample lies."""
 
     x: np.ndarray
     y: np.ndarray
@@ -102,6 +102,11 @@ class Tile:
     def inner(self) -> float:
         """How far the platform starts from the border (m)."""
         return (self.size - self.platform) / 2.0
+
+    @property
+    def from_platform(self) -> np.ndarray:
+        """Each sample's distance out from the platform (m): 0 on it, ``inner`` at the border."""
+        return np.maximum(self.inner - self.edge, 0.0)
 
     def lerp(self, r: tuple[float, float]) -> float:
         """A range (at difficulty 0, at difficulty 1) at this tile's difficulty."""
@@ -151,8 +156,7 @@ def inverted_pyramid_slope(tile: Tile, slope: tuple[NonNegative, NonNegative] = 
 def wave(tile: Tile, amplitude: tuple[NonNegative, NonNegative] = (0.0, 0.2), waves: Count = 3) -> np.ndarray:
     """``waves`` smooth ridges ``amplitude`` m high ringing the platform, evenly spaced between it
     and the border (level with both)."""
-    out = tile.inner - np.minimum(tile.edge, tile.inner)  # distance out from the platform
-    return tile.lerp(amplitude) / 2.0 * (1.0 - np.cos(2.0 * np.pi * waves * out / tile.inner))
+    return tile.lerp(amplitude) / 2.0 * (1.0 - np.cos(2.0 * np.pi * waves * tile.from_platform / tile.inner))
 
 
 def stepping_stones(tile: Tile, stone: tuple[Positive, Positive] = (0.8, 0.35),
@@ -170,7 +174,7 @@ def stepping_stones(tile: Tile, stone: tuple[Positive, Positive] = (0.8, 0.35),
 
 def gap(tile: Tile, width: tuple[NonNegative, NonNegative] = (0.1, 0.5), depth: NonNegative = 0.5) -> np.ndarray:
     """A trench ``width`` m wide and ``depth`` m deep around the platform."""
-    out = tile.inner - np.minimum(tile.edge, tile.inner)
+    out = tile.from_platform
     return np.where((out > 0.0) & (out <= tile.lerp(width)), -depth, 0.0)
 
 
