@@ -180,8 +180,9 @@ def gap(tile: Tile, width: tuple[NonNegative, NonNegative] = (0.1, 0.5), depth: 
 
 def obstacles(tile: Tile, height: tuple[NonNegative, NonNegative] = (0.05, 0.2), count: Count = 40,
               width: tuple[Positive, Positive] = (0.3, 1.0)) -> np.ndarray:
-    """``count`` boxes at random places off the platform, their sides drawn from ``width`` m,
-    each ``height`` m above or below the ground at random (a later box covers an earlier one)."""
+    """``count`` boxes at random places on the tile (the platform stays clear), their sides drawn
+    from ``width`` m, each ``height`` m above or below the ground at random (a later box covers
+    an earlier one)."""
     centre = tile.rng.uniform(0.0, tile.size, (count, 2))
     half = tile.rng.uniform(*width, (count, 2)) / 2.0
     top = tile.rng.choice((-1.0, 1.0), count) * tile.lerp(height)
