@@ -39,6 +39,7 @@ from torch import Tensor
 from motrix_gym.arguments import is_int
 from motrix_gym.manager.config import TaskConfig
 from motrix_gym.manager.resolver import check_groups, resolve
+from motrix_gym.manager.terms import term_params
 from motrix_gym.mdp.markers import Arrows, Spheres
 from motrix_gym.runtime.compile_helpers import Build, Helpers, RankShare
 from motrix_gym.runtime.cpu_probe import CpuProbe
@@ -484,7 +485,7 @@ class MotrixVectorEnv(VectorEnv):
                     if hasattr(t.func, "markers")}
         with torch.no_grad():
             return ([m for c in ctx.commands.values() if hasattr(c, "markers") for m in c.markers(ctx)]
-                    + [m for t in observed.values() for m in t.func.markers(ctx, **t.params)])
+                    + [m for t in observed.values() for m in t.func.markers(ctx, **term_params(t))])
 
     def close(self, **kwargs: Any) -> None:
         if self.closed:

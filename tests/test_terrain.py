@@ -315,18 +315,24 @@ def test_height_scan_reads_the_stair_steps():
     env.close()
 
 
-def test_the_scan_s_markers_are_the_ground_points_it_reads():
+@pytest.mark.parametrize("size, points", [((1.6, 1.0), 17 * 11), ((1.2, 0.6), 13 * 7)])
+def test_the_scan_s_markers_are_the_ground_points_it_reads(size, points):
     """Drawn once though both groups observe the scan: each point on the ground (the height map
-    under it), as far below the base as the observed scan says, rotated with the base's yaw."""
+    under it), as far below the base as the observed scan says, rotated with the base's yaw; the
+    task's scan, its defaults or its own parameters."""
     from motrix_gym.mdp.markers import Spheres
     from motrix_gym.mdp.terrain import scan_points
 
-    env = MotrixVectorEnv("Go1WalkStairs", 4, compile=False, obs_groups=("policy", "critic"), output="torch")
+    own = {} if size == (1.6, 1.0) else {f"observations.{g}.height_scan.params.size": size
+                                          for g in ("policy", "critic")}
+    env = MotrixVectorEnv("Go1WalkStairs", 4, compile=False, obs_groups=("policy", "critic"), output="torch",
+                          overrides=own)
     env.reset(seed=0)
     for _ in range(20):
         obs, *_ = env.step(torch.rand(4, 12) * 2 - 1)
     (sensed,) = [m for m in env._markers() if isinstance(m, Spheres)]
     pos = sensed.pos[:4].double().numpy()
+    assert pos.shape == (4, points, 3)
     hm = env.runtime.program.model.heightfield
     np.testing.assert_allclose(pos[..., 2], hm.height(pos[..., 0], pos[..., 1]), atol=1e-5)
     root = env.sim.qpos[:4, :3].double().numpy()
@@ -336,7 +342,7 @@ def test_the_scan_s_markers_are_the_ground_points_it_reads():
     np.testing.assert_allclose(scan[inside], read[inside], atol=1e-4)
     assert inside.mean() > 0.9
     yaw = np.arctan2(pos[:, -1, 1] - pos[:, 0, 1], pos[:, -1, 0] - pos[:, 0, 0])  # first to last point
-    pts = scan_points((1.6, 1.0), 0.1).numpy()
+    pts = scan_points(size, 0.1).numpy()
     q = env.sim.qpos[:4, 3:7].double().numpy()
     base_yaw = np.arctan2(2 * (q[:, 0] * q[:, 3] + q[:, 1] * q[:, 2]), 1 - 2 * (q[:, 2] ** 2 + q[:, 3] ** 2))
     offset = np.arctan2(pts[-1, 1] - pts[0, 1], pts[-1, 0] - pts[0, 0])

@@ -156,8 +156,9 @@ def reflects(mirror: MirrorSpec) -> Callable[[F], F]:
 
 def draws(markers: Callable[..., Any]) -> Callable[[F], F]:
     """Marks an observation function with what rendered frames show of it: ``markers(env,
-    **params)``, called with the term's parameters, returns ``mdp/markers.py``'s arrows or
-    spheres (a height scan: the points it reads), as a command's ``markers`` method does."""
+    **params)``, called with the parameters the function is called with (its defaults included),
+    returns ``mdp/markers.py``'s arrows or spheres (a height scan: the points it reads), as a
+    command's ``markers`` method does."""
 
     def mark(func: F) -> F:
         func.markers = markers  # type: ignore[attr-defined]

@@ -122,9 +122,8 @@ def scanned_ground(env: Context, size: tuple[float, float], resolution: float) -
     return wx, wy, env.terrain.height(wx, wy)
 
 
-def scan_markers(env: Context, size: tuple[float, float] = (1.6, 1.0), resolution: float = 0.1,
-                 offset: float = 0.5) -> tuple[Spheres]:
-    """The ground points a ``height_scan`` reads, as small red spheres."""
+def scan_markers(env: Context, size: tuple[float, float], resolution: float, offset: float) -> tuple[Spheres]:
+    """The ground points a ``height_scan`` with these parameters reads, as small red spheres."""
     return (Spheres(torch.stack(scanned_ground(env, size, resolution), dim=-1), SENSED, radius=0.015),)
 
 
