@@ -477,15 +477,20 @@ class MotrixVectorEnv(VectorEnv):
 
     def _markers(self) -> list[Arrows | Spheres]:
         """What the command terms and the observation functions that draw (``mdp/markers.py``)
-        show now, if ``render_markers``; a term observed in several groups, once."""
+        show now, if ``render_markers``; a function observed with the same parameters in several
+        groups, once (with other parameters, such as a wider scan for the critic, once for each)."""
         if not self.render_markers:
             return []
         ctx = self.runtime.ctx
-        observed = {(t.name, t.func): t for terms in self.runtime.program.observations.values() for t in terms
-                    if hasattr(t.func, "markers")}
+        observed = {}
+        for terms in self.runtime.program.observations.values():
+            for t in terms:
+                if hasattr(t.func, "markers"):
+                    params = term_params(t)
+                    observed.setdefault((t.func, repr(params)), (t.func, params))
         with torch.no_grad():
             return ([m for c in ctx.commands.values() if hasattr(c, "markers") for m in c.markers(ctx)]
-                    + [m for t in observed.values() for m in t.func.markers(ctx, **term_params(t))])
+                    + [m for func, params in observed.values() for m in func.markers(ctx, **params)])
 
     def close(self, **kwargs: Any) -> None:
         if self.closed:

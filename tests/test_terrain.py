@@ -350,6 +350,20 @@ def test_the_scan_s_markers_are_the_ground_points_it_reads(size, points):
     env.close()
 
 
+def test_a_scan_observed_with_other_parameters_in_another_group_is_drawn_for_each():
+    """A wider scan for the critic than for the policy: both grids drawn, the policy's 187 points
+    and the critic's 21 x 13."""
+    from motrix_gym.mdp.markers import Spheres
+
+    env = MotrixVectorEnv("Go1WalkStairs", 2, compile=False, obs_groups=("policy", "critic"), output="torch",
+                          overrides={"observations.critic.height_scan.params.size": (2.0, 1.2)})
+    env.reset(seed=0)
+    env.step(torch.zeros(2, 12))
+    sizes = sorted(m.pos.shape[1] for m in env._markers() if isinstance(m, Spheres))
+    assert sizes == [17 * 11, 21 * 13]
+    env.close()
+
+
 def move_roots(env: MotrixVectorEnv, dx: float) -> None:
     """One step of every lane's episode (the curriculum judges episodes that ran), then its
     robot put ``dx`` m along x from where it stands (as if it had walked there)."""
