@@ -17,12 +17,12 @@ import motrix_gym  # noqa: F401  (registers the ids)
 from motrix_gym.envs.robots import G1, GO1, T1
 from motrix_gym.envs.wbt.tracking import MOTIONS
 from motrix_gym.manager.config import SceneConfig, SubTerrain, TerrainConfig
-from motrix_gym.manager.patterns import lookup
+from motrix_gym.manager.resolver import default_pose
 from motrix_gym.motion import MotionClip
 from motrix_gym.motion.kinematics import hinge_joints
 from motrix_gym.registry import BUILTIN, env_id
 from motrix_gym.sim.render import LaneRenderer
-from motrix_gym.sim.scene import build_model, height_map
+from motrix_gym.sim.scene import build_model, height_map, model_info
 from motrix_gym.sim.terrain import BUILT_IN
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -77,11 +77,8 @@ def terrain_gallery(size: tuple[int, int] = (256, 192), per_row: int = 5) -> Non
     for func in BUILT_IN:
         cfg = TerrainConfig(sub_terrains=(SubTerrain(func.__name__, func),), rows=1, cols=1, border=0.0)
         model = build_model(SceneConfig(GO1, cfg), 0.005, visual=True)
-        qpos = model.qpos0.copy()
+        qpos = default_pose(GO1, model_info(model)).double().numpy()
         qpos[2] += height_map(cfg).tile_centers[0, 0, 2]
-        for j in range(1, model.njnt):
-            angle = lookup(GO1.default_joint_pos, model.joint(j).name)
-            qpos[model.jnt_qposadr[j]] = 0.0 if angle is None else angle
         renderer = LaneRenderer(model, width=size[0], height=size[1], distance=9.0, azimuth=120.0, elevation=-35.0)
         image = Image.fromarray(renderer.render(qpos))
         renderer.close()

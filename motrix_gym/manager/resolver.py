@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from motrix_gym.arguments import is_int, is_number
-from motrix_gym.manager.config import TaskConfig
+from motrix_gym.manager.config import RobotConfig, TaskConfig
 from motrix_gym.manager.patterns import lookup
 from motrix_gym.manager.terms import Annotation, Bodies, FreeBody, Joints, Sensor, annotation, hints, term_function
 
@@ -217,6 +217,24 @@ def resolve_root(robot: str, body: str, model: ModelInfo) -> RootIndex:
     if not free:
         raise TaskConfigError(f"robot {robot!r}: root body {body!r} has no free joint")
     return RootIndex(body=b, qpos=model.joint_qposadr[free[0]], dof=model.joint_dofadr[free[0]])
+
+
+def default_pose(robot: RobotConfig, model: ModelInfo) -> Tensor:
+    """``model``'s qpos0 with ``robot`` standing: its root at its base height above the origin,
+    upright, and its joints at their default angles (a joint matched by several patterns takes
+    the last one's)."""
+    root = resolve_root(robot.name, robot.root_body, model)
+    hinge = resolve_joints(Joints(".*"), model, f"robot {robot.name!r}")
+    qpos = torch.tensor(model.qpos0, dtype=torch.float32)
+    qpos[root.qpos:root.qpos + 7] = torch.tensor([0.0, 0.0, robot.base_height, 1.0, 0.0, 0.0, 0.0])
+    for pattern, value in robot.default_joint_pos.items():
+        for i in _match("joint", (pattern,), hinge.names, f"robot {robot.name!r} default pose"):
+            lo, hi = model.joint_range[int(hinge.ids[i])]
+            if not lo <= value <= hi:
+                raise TaskConfigError(f"robot {robot.name!r}: default {value} for joint "
+                                      f"{hinge.names[i]!r} is outside its range [{lo}, {hi}]")
+            qpos[int(hinge.qpos[i])] = value
+    return qpos
 
 
 def subtree(body: int, model: ModelInfo) -> tuple[int, ...]:
@@ -444,16 +462,7 @@ def _resolve(task: TaskConfig, model: ModelInfo) -> ResolvedProgram:
     robot = task.scene.robot
     root = resolve_root(robot.name, robot.root_body, model)
     hinge = resolve_joints(Joints(".*"), model, f"robot {robot.name!r}")
-    default_qpos = torch.tensor(model.qpos0, dtype=torch.float32)
-    default_qpos[root.qpos:root.qpos + 7] = torch.tensor([0.0, 0.0, robot.base_height, 1.0, 0.0, 0.0, 0.0])
-    for pattern, value in robot.default_joint_pos.items():
-        ids = _match("joint", (pattern,), hinge.names, f"robot {robot.name!r} default pose")
-        for i in ids:
-            lo, hi = model.joint_range[int(hinge.ids[i])]
-            if not lo <= value <= hi:
-                raise TaskConfigError(f"robot {robot.name!r}: default {value} for joint "
-                                      f"{hinge.names[i]!r} is outside its range [{lo}, {hi}]")
-            default_qpos[int(hinge.qpos[i])] = value
+    default_qpos = default_pose(robot, model)
 
     command_classes = {c.name: c.cls for c in task.commands}
     terms = {
