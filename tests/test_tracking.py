@@ -118,10 +118,10 @@ def test_sampling_options():
 
 
 @pytest.mark.parametrize("param, value, message", [
-    ("floor", 1.5, "motion command: floor must be in [0, 1], got 1.5"),
-    ("alpha", 0.0, "motion command: alpha must be in (0, 1], got 0.0"),
-    ("smoothing", -0.1, "motion command: smoothing must be in [0, 1], got -0.1"),
-    ("kernel", -1, "motion command: kernel must be >= 0 (bins), got -1"),
+    ("floor", 1.5, "parameter 'floor' must be a finite number >= 0 and <= 1, got 1.5"),
+    ("alpha", 0.0, "parameter 'alpha' must be a finite number > 0 and <= 1, got 0.0"),
+    ("smoothing", -0.1, "parameter 'smoothing' must be a finite number >= 0 and <= 1, got -0.1"),
+    ("kernel", -1, "parameter 'kernel' must be int >= 0, got int -1"),
     ("bin_s", 0.0, "parameter 'bin_s' must be a finite number > 0, got 0.0"),
 ])
 def test_adaptive_sampler_settings_out_of_range_are_refused(param, value, message):

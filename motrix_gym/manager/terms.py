@@ -14,9 +14,10 @@ model: the resolver replaces them with index tensors and names the term when one
 A parameter annotated :data:`CommandName` names one of the task's command terms (read as
 ``env.commands[name]``); the resolver checks that the task has it and, for
 ``Annotated[CommandName, "Class"]`` (``mdp/command_names.py``), that it is of that class. A
-``float`` parameter must be a finite number; :data:`Positive`, :data:`NonNegative` and
-:data:`Fraction` (or ``Annotated[float, AtLeast(lo), AtMost(hi)]``) also bound it, as
-:data:`Count` (``Annotated[int, AtLeast(1)]``) bounds an ``int``.
+``float`` parameter must be a finite number; :data:`Positive`, :data:`NonNegative`,
+:data:`Fraction` and :data:`Probability` (or ``Annotated[float, AtLeast(lo), AtMost(hi)]``) also
+bound it, as :data:`Count` (``Annotated[int, AtLeast(1)]``) and :data:`NonNegativeInt` bound an
+``int``.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ class AtMost:
 Positive = Annotated[float, AtLeast(0.0, strict=True)]  # a std, a threshold on an error, a spacing
 NonNegative = Annotated[float, AtLeast(0.0)]  # a noise amplitude, a range about zero
 Fraction = Annotated[float, AtLeast(0.0, strict=True), AtMost(1.0)]  # a share of a range, (0, 1]
+Probability = Annotated[float, AtLeast(0.0), AtMost(1.0)]  # a probability, a share, a decay factor: [0, 1]
 Count = Annotated[int, AtLeast(1)]  # a number of things, at least one
+NonNegativeInt = Annotated[int, AtLeast(0)]  # a level, a number of things that may be none
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from motrix_gym.arguments import is_number
 from motrix_gym.manager.resolver import SensorSlice
-from motrix_gym.manager.terms import Positive
+from motrix_gym.manager.terms import Positive, Probability
 from motrix_gym.math import quat_apply, yaw_cos_sin
 from motrix_gym.mdp.command_names import VelocityCommandName
 from motrix_gym.mdp.markers import COMMAND, MEASURED, Arrows
@@ -56,25 +56,19 @@ class VelocityCommand:
     """
 
     def __init__(self, env: Context, ranges: tuple = ((-1.0, 1.0), (-1.0, 1.0), (-1.0, 1.0)),
-                 standing_fraction: float = 0.2, resample_s: float = 10.0, marker_height: float = 0.5,
+                 standing_fraction: Probability = 0.2, resample_s: Positive = 10.0, marker_height: float = 0.5,
                  levels: tuple[float, ...] = (1.0,), good_error: Positive = 0.25,
-                 heading: tuple[float, float] | None = None, heading_gain: float = 0.5) -> None:
+                 heading: tuple[float, float] | None = None, heading_gain: Positive = 0.5) -> None:
         pairs = tuple(ranges) if isinstance(ranges, (tuple, list)) else ()
         if len(pairs) != 3 or not all(len(r) == 2 and all(map(is_number, r)) and r[0] <= r[1] for r in pairs):
             raise ValueError(f"velocity command: ranges must be three (lo, hi) pairs of finite numbers with "
                              f"lo <= hi (vx, vy, yaw rate), got {ranges!r}")
-        if not 0.0 <= standing_fraction <= 1.0:
-            raise ValueError(f"velocity command: standing_fraction must be in [0, 1], got {standing_fraction!r}")
-        if not (is_number(resample_s) and resample_s > 0):
-            raise ValueError(f"velocity command: resample_s must be a finite number > 0 (s), got {resample_s!r}")
         if not (isinstance(levels, (tuple, list)) and levels and all(map(is_number, levels)) and levels[0] > 0
                 and all(a <= b for a, b in zip(levels, levels[1:]))):
             raise ValueError(f"velocity command: levels must be increasing factors > 0, got {levels!r}")
         if heading is not None and not (isinstance(heading, (tuple, list)) and len(heading) == 2
-                                        and all(map(is_number, heading)) and heading[0] <= heading[1]
-                                        and heading_gain > 0):
-            raise ValueError(f"velocity command: heading must be (lo, hi) with lo <= hi and heading_gain > 0, "
-                             f"got {heading!r} and {heading_gain!r}")
+                                        and all(map(is_number, heading)) and heading[0] <= heading[1]):
+            raise ValueError(f"velocity command: heading must be (lo, hi) with lo <= hi, got {heading!r}")
         L = env.num_lanes
         self.lo = torch.tensor([r[0] for r in ranges], dtype=torch.float32, device=env.device)
         self.hi = torch.tensor([r[1] for r in ranges], dtype=torch.float32, device=env.device)
@@ -214,9 +208,7 @@ class GaitClock:
     the first half, the right's in the second); ``command`` names the velocity command whose
     standing lanes need no gait."""
 
-    def __init__(self, env: Context, command: VelocityCommandName, period: float = 0.8) -> None:
-        if not (is_number(period) and period > 0):
-            raise ValueError(f"gait clock: period must be a finite number > 0 (s), got {period!r}")
+    def __init__(self, env: Context, command: VelocityCommandName, period: Positive = 0.8) -> None:
         self.command = command
         self.period = period
         self.rate = env.step_dt / period

@@ -15,7 +15,7 @@ import math
 import torch
 from torch import Tensor
 
-from motrix_gym.manager.terms import NonNegative, Positive
+from motrix_gym.manager.terms import Fraction, NonNegative, NonNegativeInt, Positive, Probability
 from motrix_gym.math import (
     normalize,
     quat_angle,
@@ -50,16 +50,10 @@ class MotionCommand:
     """
 
     def __init__(self, env: Context, clips: tuple, anchor: Tensor, bodies: Tensor,
-                 sampling: str = "adaptive", bin_s: Positive = 1.0, floor: float = 0.1, alpha: float = 0.001,
-                 smoothing: float = 0.8, kernel: int = 3) -> None:
+                 sampling: str = "adaptive", bin_s: Positive = 1.0, floor: Probability = 0.1,
+                 alpha: Fraction = 0.001, smoothing: Probability = 0.8, kernel: NonNegativeInt = 3) -> None:
         if sampling not in SAMPLING:
             raise ValueError(f"motion command: sampling must be one of {SAMPLING}, got {sampling!r}")
-        # numbers and ints: the resolver checked; probabilities and weights must be fractions
-        for name, value, lo_open in (("floor", floor, False), ("alpha", alpha, True), ("smoothing", smoothing, False)):
-            if not (0.0 < value <= 1.0 if lo_open else 0.0 <= value <= 1.0):
-                raise ValueError(f"motion command: {name} must be in {'(0' if lo_open else '[0'}, 1], got {value!r}")
-        if kernel < 0:
-            raise ValueError(f"motion command: kernel must be >= 0 (bins), got {kernel!r}")
         corpus = load_corpus(list(clips), env.joint_names, env.robot_body_names, fps=1.0 / env.step_dt)
         if abs(corpus.fps * env.step_dt - 1.0) > 1e-6:
             raise ValueError(f"motion command: corpus at {corpus.fps} fps, the task steps at {1 / env.step_dt:g} Hz")

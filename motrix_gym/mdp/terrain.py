@@ -11,7 +11,7 @@ import math
 import torch
 from torch import Tensor
 
-from motrix_gym.manager.terms import NonNegative, Positive, draws, reflects
+from motrix_gym.manager.terms import NonNegative, NonNegativeInt, Positive, draws, reflects
 from motrix_gym.math import yaw_cos_sin
 from motrix_gym.mdp.command_names import VelocityCommandName
 from motrix_gym.mdp.markers import SENSED, Spheres
@@ -33,12 +33,10 @@ class TerrainCurriculum:
     lane RNG.
     """
 
-    def __init__(self, env: Context, command: VelocityCommandName, max_init_level: int = 4,
+    def __init__(self, env: Context, command: VelocityCommandName, max_init_level: NonNegativeInt = 4,
                  enabled: bool = True) -> None:
         if env.terrain_tiles is None:
             raise ValueError("terrain curriculum: the scene's terrain is flat (it needs generated tiles)")
-        if max_init_level < 0:  # an int: the resolver checked
-            raise ValueError(f"terrain curriculum: max_init_level must be >= 0 (a row of tiles), got {max_init_level}")
         L, dev = env.num_lanes, env.device
         self.rows, self.cols = env.terrain_tiles.shape[:2]
         self.tiles = env.terrain_tiles.to(dev).reshape(-1, 3)
