@@ -295,9 +295,11 @@ def run(path: str | Path, command: Sequence[float], seconds: float, model_path: 
                     if (value := steering.steer(cmd, key, ranges)) is not None:
                         cmd = np.array(value)
                         print(steering.describe(cmd), flush=True)
-                window.show(data.qpos)
+                window.show(data.qpos, qvel=data.qvel)
                 if not window.running:
                     break
+                pull = window.forces()  # a body dragged with the mouse (Ctrl and a button)
+                data.xfrc_applied[:] = 0.0 if pull is None else pull
             c.step(model, data, cmd)
             v = TERMS[f"{MDP}.base_lin_vel"](c, data, cmd)
             lin.append(np.linalg.norm(cmd[:2] - v[:2]))

@@ -245,6 +245,7 @@ class MotrixVectorEnv(VectorEnv):
         self._totals: np.ndarray | None = None  # the commands' log totals, summed over the ranks
         self._renderer = None
         self.viewer = None  # render_mode "human": the window (sim.viewer.LaneViewer), once open
+        self._dragged = False  # the window's last frame pulled lane 0 (its forces are on until replaced)
         self.closed = False
 
     # ------------------------------------------------------------------------------------ api
@@ -406,7 +407,7 @@ class MotrixVectorEnv(VectorEnv):
                   if isinstance(m, Arrows)]
         spheres = [(_host(m.pos[lanes]), m.rgba, m.radius) for m in markers if isinstance(m, Spheres)]
         if self.render_mode == "human":
-            self._show(*_lane(0, qpos, arrows, spheres), pace)
+            self._show(*_lane(0, qpos, arrows, spheres), pace, _host(self.sim.qvel[0]))
             return None
         from motrix_gym.sim.render import LaneFrames
 
@@ -431,16 +432,22 @@ class MotrixVectorEnv(VectorEnv):
                                           lookat_height=self.task.camera.lookat_height)
         return self._renderer.render(*_lane(i, qpos, arrows, spheres))
 
-    def _show(self, qpos: np.ndarray, arrows: list[tuple], spheres: list[tuple], pace: bool) -> None:
+    def _show(self, qpos: np.ndarray, arrows: list[tuple], spheres: list[tuple], pace: bool,
+              qvel: np.ndarray) -> None:
         """One lane's state in the window; ``pace``: a new state, drawn at most once per control
         step of wall time (a state drawn again, as by a ``render()`` after ``step``, waits for
-        nothing, so that such a loop still runs in real time)."""
+        nothing, so that such a loop still runs in real time). A body the user drags in the
+        window pulls lane 0's robot until the next step that draws it; released, it lets go."""
         if self.viewer is None:
             from motrix_gym.sim.viewer import LaneViewer
 
             self.viewer = LaneViewer(build_model(self.task.scene, self.task.sim_dt, visual=True),
                                      period=self.task.step_dt, **self._camera())
-        self.viewer.show(qpos, arrows, spheres, pace)
+        self.viewer.show(qpos, arrows, spheres, pace, qvel)
+        forces = self.viewer.forces()
+        if forces is not None or self._dragged:
+            self.sim.apply_forces(0, np.zeros((self.viewer.model.nbody, 6)) if forces is None else forces)
+        self._dragged = forces is not None
 
     # Gymnasium's SyncVectorEnv gives one result per sub-environment; here the lanes share one env.
     def call(self, name: str, *args: Any, **kwargs: Any) -> Sequence[Any]:

@@ -226,3 +226,39 @@ def test_observation_term_scale_noise_clip_order(compile):
     np.testing.assert_array_equal(obs[:, :-3], plain.reset(seed=3)[0])
     plain.close()
     env.close()
+
+
+def test_forces_applied_to_one_lane_move_its_robot_alone_until_replaced_or_reset(backend):
+    """What a drag in the live window does (``SimBackend.apply_forces``): a lift of twice the
+    robot's weight on lane 0's base raises it alone, at every step until the forces are replaced
+    (the robot in the air then gains 1 g of upward speed); zeros let it go (it then loses 1 g), and
+    a reset clears forces left on."""
+    from motrix_gym.vector_env import MotrixVectorEnv
+
+    env = MotrixVectorEnv("Go1WalkFlat", 2, backend=backend, compile=False, progress=False, mode="play",
+                          command=(0.0, 0.0, 0.0))
+    zero = np.zeros((2, 12), np.float32)
+    lift = np.zeros((env.sim.model.nbody, 6))
+    lift[env.runtime.program.root.body, 2] = 2 * 9.81 * env.sim.model.body_mass.sum()
+    seconds = 5 * env.task.step_dt  # in the air, before the lifted robot tips over
+
+    def after(steps: int) -> tuple[np.ndarray, float]:
+        """Both lanes' base heights and lane 0's upward speed after ``steps`` steps."""
+        for _ in range(steps):
+            env.step(zero)
+        return env.sim.qpos[:, 2].cpu().numpy().copy(), float(env.sim.qvel[0, 2])
+
+    env.reset(seed=0)
+    standing, _ = after(5)
+    env.sim.apply_forces(0, lift)
+    lifted, speed = after(5)
+    assert lifted[0] > lifted[1] + 0.03 and lifted[1] < standing[1] + 1e-3  # lane 1 still settles
+    assert after(5)[1] == pytest.approx(speed + 9.81 * seconds, rel=0.05)  # still on: 2 g up, 1 g down
+    speed = after(0)[1]
+    env.sim.apply_forces(0, np.zeros_like(lift))
+    assert after(5)[1] == pytest.approx(speed - 9.81 * seconds, rel=0.05)  # let go: falling
+    env.sim.apply_forces(0, lift)
+    env.reset(seed=0)
+    again, _ = after(5)
+    np.testing.assert_allclose(again, standing, atol=1e-6)  # the reset let go: both lanes as at first
+    env.close()

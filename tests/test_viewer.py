@@ -147,6 +147,63 @@ def test_human_mode_draws_lane_0_in_a_window_in_real_time(display):
                           capture_output=True).returncode == 1  # no window left
 
 
+DRAG = """
+import sys, numpy as np, gymnasium as gym, motrix_gym
+envs = gym.make_vec("Motrix/Go1WalkFlat-v0", num_envs=2, render_mode="human", compile=False, progress=False,
+                    mode="play", command=(0.0, 0.0, 0.0))
+u = envs.unwrapped
+applied = u.sim.batch.bind("xfrc_applied")
+zero = np.zeros((2, 12), np.float32)
+envs.reset(seed=0)
+for _ in range(25):  # standing
+    envs.step(zero)
+start = u.sim.qpos[:, :2].numpy().copy()
+print("ready", flush=True)
+pull, apart = 0.0, 0.0
+for _ in range(150):  # 3 s, while the test drags the robot
+    envs.step(zero)
+    assert not applied[1].any()
+    pull = max(pull, float(np.linalg.norm(applied[0, :, :3], axis=1).max()))
+    moved = u.sim.qpos[:, :2].numpy() - start
+    apart = max(apart, float(np.linalg.norm(moved[0] - moved[1])))  # the two stand alike, unpulled
+print("apart", apart, "pull", pull, "released", float(np.abs(applied).max()), flush=True)
+envs.close()
+"""
+
+
+@needs_x
+def test_a_body_dragged_with_the_mouse_pulls_lane_0_s_robot(display):
+    """MuJoCo's perturbation, with real mouse events: a double-click selects the body under the
+    cursor (the robot, which the camera follows), a drag with Ctrl and the right button pulls it:
+    lane 0's robot is moved away from where lane 1's (not drawn, never pulled, standing alike)
+    stands, and the pull ends with the drag."""
+    child = subprocess.Popen([sys.executable, "-c", DRAG], env=on(display), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().startswith("ready"), child.stderr.read()[-3000:]
+        window = xdotool(display, "search", "--sync", "--onlyvisible", "--name", "MuJoCo").split()[0]
+        geometry = dict(ln.split("=") for ln in xdotool(display, "getwindowgeometry", "--shell", window).split())
+        x, y = int(geometry["WIDTH"]) // 2, int(geometry["HEIGHT"]) // 2
+        xdotool(display, "mousemove", "--window", window, str(x), str(y), "click", "--repeat", "2", "--delay", "80",
+                "1")
+        time.sleep(0.3)
+        xdotool(display, "keydown", "ctrl", "mousedown", "3")
+        for _ in range(10):
+            xdotool(display, "mousemove_relative", "--", "40", "0")
+            time.sleep(0.05)
+        time.sleep(1.0)
+        xdotool(display, "mouseup", "3", "keyup", "ctrl")
+        out, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 0, err[-3000:]
+    words = out.split()
+    apart, pull, released = (float(words[i]) for i in (1, 3, 5))
+    assert pull > 20.0, out  # N
+    assert apart > 0.15, out  # m
+    assert released == 0.0, out
+
+
 RANKS = """
 import os, sys, numpy as np, torch.distributed as dist, gymnasium as gym, motrix_gym
 dist.init_process_group("gloo")

@@ -61,6 +61,11 @@ class SimBackend(Protocol):
                        mass: np.ndarray, friction: np.ndarray, softness: np.ndarray, damping: np.ndarray) -> None:
         """Per-lane ball for lanes ``ids``."""
 
+    def apply_forces(self, lane: int, forces: np.ndarray) -> None:
+        """Forces and torques ``(nbody, 6)`` (world frame, at each body's centre of mass) on lane
+        ``lane`` at every substep from now on, until replaced (zeros: none) or a full reset
+        clears them: a push by hand in the live window."""
+
     def close(self) -> None:
         """Free the lanes."""
 

@@ -135,6 +135,10 @@ class MujocoBatchSim:
             self._sense(ids)
         np.copyto(self._unstable_seen, self._unstable)
 
+    def apply_forces(self, lane: int, forces: np.ndarray) -> None:
+        """``SimBackend.apply_forces``: MuJoCo's ``xfrc_applied`` of the physics batch."""
+        self.batch.bind("xfrc_applied")[lane] = forces
+
     def randomize(self, ids: np.ndarray, friction_geoms: tuple[int, ...], bodies: tuple[int, ...], root: int,
                   friction: np.ndarray, mass_scale: np.ndarray, com_offset: np.ndarray, kp_scale: np.ndarray,
                   kd_scale: np.ndarray) -> None:

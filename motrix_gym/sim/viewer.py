@@ -2,7 +2,9 @@
 
 The viewer draws a mirror of a lane (its configuration, with the commands' markers in the
 viewer's user scene); it never steps physics of its own, so its own reset and pause keys change
-nothing of the env. Keys pressed in the window are queued for the caller (``pressed``). The
+nothing of the env. Keys pressed in the window are queued for the caller (``pressed``), and a
+body dragged with the mouse (MuJoCo's perturbation: double-click it, then Ctrl and the right
+button to pull it, the left to turn it) gives the forces ``forces`` asks the lane to feel. The
 window needs a display (an X server, Xvfb included) and GLFW; nothing else in the package
 opens one.
 """
@@ -89,23 +91,43 @@ class LaneViewer:
         return self.handle.is_running()
 
     def show(self, qpos: np.ndarray, arrows: Sequence[Arrow] = (), spheres: Sequence[Sphere] = (),
-             pace: bool = True) -> None:
+             pace: bool = True, qvel: np.ndarray | None = None) -> None:
         """Draw the configuration ``qpos`` with ``arrows`` and ``spheres`` (world frame): with
-        ``pace``, once the ``period`` that began with the last paced frame is over; else now."""
+        ``pace``, once the ``period`` that began with the last paced frame is over; else now.
+        ``qvel`` (default: at rest) damps a drag's pull as MuJoCo's viewer damps it."""
         if pace:
             now = time.perf_counter()
             if now < self._due:
                 time.sleep(self._due - now)
             # a frame each period, whatever drawing it takes; a caller that falls behind starts afresh
             self._due = max(now, self._due) + self.period
+        m, d = self.model, self.data
         with self.handle.lock():
-            self.data.qpos[:] = qpos
-            mujoco.mj_kinematics(self.model, self.data)
-            mujoco.mj_comPos(self.model, self.data)  # the centres of mass a tracking camera looks at
+            d.qpos[:] = qpos
+            d.qvel[:] = 0.0 if qvel is None else qvel
+            # frames and centres of mass (a tracking camera looks at them); the factored mass
+            # matrix and body velocities that a drag's mass and damping come from
+            mujoco.mj_kinematics(m, d)
+            mujoco.mj_comPos(m, d)
+            mujoco.mj_crb(m, d)
+            mujoco.mj_factorM(m, d)
+            mujoco.mj_comVel(m, d)
             scene = self.handle.user_scn
             scene.ngeom = 0
             add_markers(scene, arrows, spheres)
         self.handle.sync()
+
+    def forces(self) -> np.ndarray | None:
+        """The forces and torques ``(nbody, 6)`` on the bodies of the configuration last shown
+        while the user drags one with the mouse (MuJoCo's ``mjv_applyPerturbForce``: a spring
+        with critical damping towards where the mouse holds it); None when nothing is dragged."""
+        with self.handle.lock():
+            pert = self.handle.perturb
+            if not (pert.active | pert.active2) or not 0 < pert.select < self.model.nbody:
+                return None
+            self.data.xfrc_applied[:] = 0.0
+            mujoco.mjv_applyPerturbForce(self.model, self.data, pert)
+            return self.data.xfrc_applied.copy()
 
     def pressed(self) -> list[str]:
         """The keys of ``_KEYS`` pressed in the window since the last call, in order, by name:

@@ -275,6 +275,11 @@ class WarpBatchSim:
             a[ids] = torch.as_tensor(v, device=a.device).to(a.dtype)
         self._sense(ids)
 
+    def apply_forces(self, lane: int, forces: np.ndarray) -> None:
+        """``SimBackend.apply_forces``: the physics data's ``xfrc_applied``."""
+        applied = self._torch(self.d.xfrc_applied)
+        applied[lane] = torch.as_tensor(forces, device=applied.device).to(applied.dtype)
+
     def _lane_field(self, model: mjw.Model, name: str) -> Tensor:
         a = getattr(model, name)
         if a.shape[0] != self.num_envs:
