@@ -295,7 +295,7 @@ def run(path: str | Path, command: Sequence[float], seconds: float, model_path: 
                     if (value := steering.steer(cmd, key, ranges)) is not None:
                         cmd = np.array(value)
                         print(steering.describe(cmd), flush=True)
-                window.show(data.qpos, qvel=data.qvel)
+                window.show(data.qpos, qvel=data.qvel, ctrl=data.ctrl)
                 if not window.running:
                     break
                 pull = window.forces()  # a body dragged with the mouse (Ctrl and a button)

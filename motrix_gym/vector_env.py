@@ -407,7 +407,7 @@ class MotrixVectorEnv(VectorEnv):
                   if isinstance(m, Arrows)]
         spheres = [(_host(m.pos[lanes]), m.rgba, m.radius) for m in markers if isinstance(m, Spheres)]
         if self.render_mode == "human":
-            self._show(*_lane(0, qpos, arrows, spheres), pace, _host(self.sim.qvel[0]))
+            self._show(*_lane(0, qpos, arrows, spheres), pace, _host(self.sim.qvel[0]), _host(self.sim.ctrl[0]))
             return None
         from motrix_gym.sim.render import LaneFrames
 
@@ -433,7 +433,7 @@ class MotrixVectorEnv(VectorEnv):
         return self._renderer.render(*_lane(i, qpos, arrows, spheres))
 
     def _show(self, qpos: np.ndarray, arrows: list[tuple], spheres: list[tuple], pace: bool,
-              qvel: np.ndarray) -> None:
+              qvel: np.ndarray, ctrl: np.ndarray) -> None:
         """One lane's state in the window; ``pace``: a new state, drawn at most once per control
         step of wall time (a state drawn again, as by a ``render()`` after ``step``, waits for
         nothing, so that such a loop still runs in real time). A body the user drags in the
@@ -443,7 +443,7 @@ class MotrixVectorEnv(VectorEnv):
 
             self.viewer = LaneViewer(build_model(self.task.scene, self.task.sim_dt, visual=True),
                                      period=self.task.step_dt, **self._camera())
-        self.viewer.show(qpos, arrows, spheres, pace, qvel)
+        self.viewer.show(qpos, arrows, spheres, pace, qvel, ctrl)
         forces = self.viewer.forces()
         if forces is not None or self._dragged:
             self.sim.apply_forces(0, np.zeros((self.viewer.model.nbody, 6)) if forces is None else forces)

@@ -148,7 +148,7 @@ def test_human_mode_draws_lane_0_in_a_window_in_real_time(display):
 
 
 DRAG = """
-import sys, numpy as np, gymnasium as gym, motrix_gym
+import sys, mujoco, numpy as np, gymnasium as gym, motrix_gym
 envs = gym.make_vec("Motrix/Go1WalkFlat-v0", num_envs=2, render_mode="human", compile=False, progress=False,
                     mode="play", command=(0.0, 0.0, 0.0))
 u = envs.unwrapped
@@ -157,6 +157,12 @@ zero = np.zeros((2, 12), np.float32)
 envs.reset(seed=0)
 for _ in range(25):  # standing
     envs.step(zero)
+m, d = u.viewer.model, u.viewer.data
+normal, f = 0.0, np.zeros(6)
+for i in range(d.ncon):  # the contacts the viewer shows (its C and F keys): the feet bear the weight
+    mujoco.mj_contactForce(m, d, i, f)
+    normal += f[0]
+print("weight borne", normal / (9.81 * m.body_mass.sum()), flush=True)
 start = u.sim.qpos[:, :2].numpy().copy()
 print("ready", flush=True)
 pull, apart = 0.0, 0.0
@@ -176,10 +182,14 @@ def test_a_body_dragged_with_the_mouse_pulls_lane_0_s_robot(display):
     """MuJoCo's perturbation, with real mouse events: a double-click selects the body under the
     cursor (the robot, which the camera follows), a drag with Ctrl and the right button pulls it:
     lane 0's robot is moved away from where lane 1's (not drawn, never pulled, standing alike)
-    stands, and the pull ends with the drag."""
+    stands, and the pull ends with the drag. Before, standing, the contacts the window shows bear
+    the robot's weight."""
     child = subprocess.Popen([sys.executable, "-c", DRAG], env=on(display), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
+        borne = child.stdout.readline()
+        assert borne.startswith("weight borne"), child.stderr.read()[-3000:]
+        assert float(borne.split()[-1]) == pytest.approx(1.0, abs=0.05)
         assert child.stdout.readline().startswith("ready"), child.stderr.read()[-3000:]
         window = xdotool(display, "search", "--sync", "--onlyvisible", "--name", "MuJoCo").split()[0]
         geometry = dict(ln.split("=") for ln in xdotool(display, "getwindowgeometry", "--shell", window).split())

@@ -91,10 +91,12 @@ class LaneViewer:
         return self.handle.is_running()
 
     def show(self, qpos: np.ndarray, arrows: Sequence[Arrow] = (), spheres: Sequence[Sphere] = (),
-             pace: bool = True, qvel: np.ndarray | None = None) -> None:
+             pace: bool = True, qvel: np.ndarray | None = None, ctrl: np.ndarray | None = None) -> None:
         """Draw the configuration ``qpos`` with ``arrows`` and ``spheres`` (world frame): with
         ``pace``, once the ``period`` that began with the last paced frame is over; else now.
-        ``qvel`` (default: at rest) damps a drag's pull as MuJoCo's viewer damps it."""
+        ``qvel`` and ``ctrl`` (default: at rest, no controls) complete the state whose forward
+        pass gives what the viewer's toggles show (contact points and forces, ...) and what a
+        drag's pull is damped by."""
         if pace:
             now = time.perf_counter()
             if now < self._due:
@@ -105,13 +107,10 @@ class LaneViewer:
         with self.handle.lock():
             d.qpos[:] = qpos
             d.qvel[:] = 0.0 if qvel is None else qvel
-            # frames and centres of mass (a tracking camera looks at them); the factored mass
-            # matrix and body velocities that a drag's mass and damping come from
-            mujoco.mj_kinematics(m, d)
-            mujoco.mj_comPos(m, d)
-            mujoco.mj_crb(m, d)
-            mujoco.mj_factorM(m, d)
-            mujoco.mj_comVel(m, d)
+            d.ctrl[:] = 0.0 if ctrl is None else ctrl
+            # frames and centres of mass (a tracking camera looks at them), contacts and their
+            # forces, the factored mass matrix and body velocities (a drag's mass and damping)
+            mujoco.mj_forward(m, d)
             scene = self.handle.user_scn
             scene.ngeom = 0
             add_markers(scene, arrows, spheres)
