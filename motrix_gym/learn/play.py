@@ -41,11 +41,14 @@ class PlayResult:
 
 
 EXPORTS = (None, "onnx", "jit")
-PLAIN_KEYS = "space: pause, backspace: restart the episode; close the window (or ctrl+q) to stop"
+PLAIN_KEYS = ("space: pause, backspace: restart the episode, minus/equal: half/twice the speed (up to real time); "
+              "close the window (or ctrl+q) to stop")
+SLOWEST = 1 / 16  # of real time, after four presses of minus
 
 
 class Keys:
-    """What the keys pressed in ``play``'s window ask: pause, restart, and the command of the one
+    """What the keys pressed in ``play``'s window ask: pause, restart, the speed (a share of real
+    time, halved or doubled by a press, within [``SLOWEST``, 1]), and the command of the one
     velocity command among ``commands`` (a task's command terms) that can be held (none: those
     keys do nothing: a task without one, or whose command draws headings), held at ``start``
     from the beginning."""
@@ -54,6 +57,7 @@ class Keys:
         held = [c for c in commands if getattr(c, "can_hold", False)]
         self.command = held[0] if len(held) == 1 else None
         self.paused = False
+        self.speed = 1.0
         self.value = tuple(start)
         if self.command is not None:
             self.command.hold(self.value)
@@ -77,6 +81,9 @@ class Keys:
             elif key == "backspace":
                 restart = True
                 tqdm.write("restart")
+            elif key in ("minus", "equal"):
+                self.speed = min(max(self.speed * (0.5 if key == "minus" else 2.0), SLOWEST), 1.0)
+                tqdm.write(f"speed: {self.speed:g} of real time")
             elif self.command is not None and (value := steering.steer(self.value, key, self.command.ranges)):
                 self.value = value
                 self.command.hold(value)
@@ -257,6 +264,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
                 restart = keys.read(base.viewer.pressed())
                 if not base.viewer.running:
                     break
+                base.viewer.period = base.task.step_dt / keys.speed  # a frame per control step, paced
                 if restart:
                     obs = env.reset()[0]
                     start_episodes(policy)

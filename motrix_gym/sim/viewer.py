@@ -29,7 +29,8 @@ from motrix_gym.sim.render import Arrow, Sphere, add_markers, set_visuals
 # (its letters toggle what it draws), which for these changes nothing of the env.
 _KEYS = {glfw.KEY_UP: "up", glfw.KEY_DOWN: "down", glfw.KEY_LEFT: "left", glfw.KEY_RIGHT: "right",
          glfw.KEY_PAGE_UP: "page_up", glfw.KEY_PAGE_DOWN: "page_down", glfw.KEY_SPACE: "space",
-         glfw.KEY_BACKSPACE: "backspace", glfw.KEY_DELETE: "delete"}
+         glfw.KEY_BACKSPACE: "backspace", glfw.KEY_DELETE: "delete", glfw.KEY_MINUS: "minus",
+         glfw.KEY_EQUAL: "equal"}
 _WAIT_CLOSED_S = 10.0  # how long close() waits for the viewer's thread to destroy its window
 
 
@@ -131,7 +132,7 @@ class LaneViewer:
     def pressed(self) -> list[str]:
         """The keys of ``_KEYS`` pressed in the window since the last call, in order, by name:
         ``up``, ``down``, ``left``, ``right``, ``page_up``, ``page_down``, ``space``, ``backspace``,
-        ``delete``."""
+        ``delete``, ``minus``, ``equal``."""
         keys = []
         while True:
             try:
