@@ -263,12 +263,19 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_play(args: argparse.Namespace) -> None:
     """Run a checkpoint's policy in play mode; write a video; print reward terms and errors."""
     _require_train_extra()
-    from motrix_gym.learn.checkpoint import latest, resolve
+    from motrix_gym.learn.checkpoint import CheckpointError, latest, resolve
+    from motrix_gym.learn.evaluate import BASELINES
     from motrix_gym.learn.play import play
 
-    path = resolve(args.checkpoint) if args.checkpoint else latest(args.log_dir, args.env_id)
-    print(f"checkpoint: {path}")
-    _add_run_overrides(args, path, "play")
+    if args.checkpoint in BASELINES:
+        if args.run_overrides:
+            raise CheckpointError(f"--run-overrides: {args.checkpoint} actions come from no run")
+        path = args.checkpoint
+        print(f"actions: {path}")
+    else:
+        path = resolve(args.checkpoint) if args.checkpoint else latest(args.log_dir, args.env_id)
+        print(f"checkpoint: {path}")
+        _add_run_overrides(args, path, "play")
     res = play(args.env_id, path, out=args.out, lanes=args.lanes, steps=args.steps, every=args.every,
                export=args.export, seed=args.seed, width=args.width, height=args.height, markers=args.markers,
                task_options=args.task_options, viewer=args.viewer)
@@ -474,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("env_id", type=task_id, help=TASK_HELP)
     pl.add_argument("--checkpoint", default=None,
                     help="a model_<it>.pt or a run's folder (its last), or a policy.onnx that --export wrote (run "
-                         "by onnxruntime); default: the last one of the newest run in --log-dir")
+                         "by onnxruntime), or random or zero: uniform random or zero actions (the task untrained); "
+                         "default: the last one of the newest run in --log-dir")
     pl.add_argument("--log-dir", default="logs", help="where train wrote the runs")
     pl.add_argument("--out", type=out_path(VIDEO_SUFFIXES), default=None, help="video.gif or video.mp4")
     pl.add_argument("--lanes", type=count(1), default=1, help="lanes run and tiled in the video")

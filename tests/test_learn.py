@@ -1016,3 +1016,32 @@ def test_a_task_option_play_cannot_take_is_an_argument_error(argv, message, tmp_
     with pytest.raises(SystemExit) as exit:
         main(["play", "Motrix/Go1WalkFlat-v0", *argv, "--log-dir", str(tmp_path)])
     assert exit.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_play_runs_random_or_zero_actions_without_a_checkpoint(capsys):
+    """A look at a task before training: zero actions hold the Go1's default pose, standing for the
+    whole run; random ones make it fall; the same seed plays the same. Neither comes from a run:
+    nothing to export, no run's overrides."""
+    from motrix_gym.__main__ import main
+
+    zero = play(env_id("Go1WalkFlat"), "zero", lanes=4, steps=100, progress=False)
+    assert (zero.steps, zero.episodes_ended, zero.trained_on) == (100, 0, env_id("Go1WalkFlat"))
+    random = play(env_id("Go1WalkFlat"), "random", lanes=4, steps=100, progress=False, seed=3)
+    assert random.terminated > 0
+    assert play(env_id("Go1WalkFlat"), "random", lanes=4, steps=100, progress=False, seed=3) == random
+    with pytest.raises(checkpoint.CheckpointError, match="export writes a trained policy: it takes a checkpoint, "
+                                                         "not 'zero' actions"):
+        play(env_id("Go1WalkFlat"), "zero", export="onnx")
+    assert main(["play", "Go1WalkFlat", "--checkpoint", "zero", "--run-overrides"]) == 2
+    assert capsys.readouterr().err == "error: --run-overrides: zero actions come from no run\n"
+
+
+@needs_gl
+def test_cli_play_writes_a_video_of_zero_actions(tmp_path, capsys):
+    from motrix_gym.__main__ import main
+
+    out = tmp_path / "zero.gif"
+    assert main(["play", "Go1WalkFlat", "--checkpoint", "zero", "--steps", "4", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("actions: zero\n") and "0 episodes ended" in printed
+    assert len(imageio.mimread(out)) == 2  # every second step

@@ -11,9 +11,8 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from motrix_gym.learn.evaluate import RandomActions, start_episodes
+from motrix_gym.learn.evaluate import BASELINES, RandomActions, start_episodes
 
-BASELINES = ("random", "zero")
 ROWS = 64  # the block a feed-forward policy's actions are computed in (``checkpoint_policy``)
 
 

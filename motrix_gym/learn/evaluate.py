@@ -85,6 +85,9 @@ class RandomActions:
         return self.rng.range(self.low.to(device), self.high.to(device), tuple(self.low.shape))
 
 
+BASELINES = ("random", "zero")  # what a trained policy is compared with
+
+
 def baselines(num_actions: int, clip: float, seed: int) -> dict[str, Act]:
     """Uniform random actions over the action space (``RandomActions``), and zero actions (the
     default pose)."""

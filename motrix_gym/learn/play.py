@@ -17,7 +17,7 @@ from motrix_gym.arguments import check_out_path, is_int
 from motrix_gym.learn import checkpoint, steering
 from motrix_gym.learn.checkpoint import CheckpointError
 from motrix_gym.learn.config import PpoConfig
-from motrix_gym.learn.evaluate import start_episodes
+from motrix_gym.learn.evaluate import BASELINES, baselines, start_episodes
 from motrix_gym.learn.export import deployment_metadata, export_jit, export_onnx
 from motrix_gym.learn.model_init import check_models, init_from
 from motrix_gym.learn.onnx_policy import OnnxPolicy, is_onnx
@@ -173,7 +173,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
          command: Sequence[float] | None = None, markers: bool | None = None,
          task_options: Mapping[str, Any] | None = None, viewer: bool = False) -> PlayResult:
     """Run the policy of ``checkpoint_path`` (a run's folder: its last checkpoint; or a
-    ``policy.onnx`` that ``export="onnx"`` wrote, run by onnxruntime as a robot runs it) on ``env_id``,
+    ``policy.onnx`` that ``export="onnx"`` wrote, run by onnxruntime as a robot runs it; or
+    ``"random"`` or ``"zero"``: uniform random or zero actions, a look at the task untrained) on ``env_id``,
     its task or another of its robot whose observations include the policy's (a policy of flat
     ground on rough ground or stairs, blind to the terms it never observed), for ``steps`` env
     steps (default: one episode, at most 10 s) on ``lanes`` lanes; write every ``every``-th frame
@@ -228,10 +229,17 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     if out is not None:
         out = check_out_path(out, VIDEO_SUFFIXES)
         check_writer(out.suffix)
-    checkpoint_path = checkpoint.resolve(checkpoint_path)
-    if export is not None and is_onnx(checkpoint_path):
-        raise CheckpointError(f"{str(checkpoint_path)!r} is an exported policy already: export takes a checkpoint")
-    source, trained_on = open_policy(checkpoint_path, env_id, {"mode": "play", **options})
+    baseline = checkpoint_path if isinstance(checkpoint_path, str) and checkpoint_path in BASELINES else None
+    if baseline is not None:
+        if export is not None:
+            raise CheckpointError(f"export writes a trained policy: it takes a checkpoint, not {baseline!r} actions")
+        source, trained_on = None, env_id
+    else:
+        checkpoint_path = checkpoint.resolve(checkpoint_path)
+        if export is not None and is_onnx(checkpoint_path):
+            raise CheckpointError(f"{str(checkpoint_path)!r} is an exported policy already: export takes a "
+                                  "checkpoint")
+        source, trained_on = open_policy(checkpoint_path, env_id, {"mode": "play", **options})
     if export is not None and trained_on != env_id:
         raise CheckpointError(f"export describes the task a policy was trained on: play {trained_on} to export "
                               f"the policy of {str(checkpoint_path)!r}, not {env_id}")
@@ -247,7 +255,11 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
                       **options)
     base = env.env
     try:
-        policy, alg = ready_policy(source, env, env_id)
+        if baseline is None:
+            policy, alg = ready_policy(source, env, env_id)
+        else:
+            space = base.single_action_space
+            policy, alg = baselines(space.shape[0], float(space.high[0]), seed)[baseline], None
         rt = base.runtime
         keys = Keys(rt.ctx.commands.values(), start) if viewer else None
         if keys is not None:
