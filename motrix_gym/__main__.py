@@ -485,12 +485,14 @@ def main(argv: list[str] | None = None) -> int:
                          "default: the last one of the newest run in --log-dir")
     pl.add_argument("--log-dir", default="logs", help="where train wrote the runs")
     pl.add_argument("--out", type=out_path(VIDEO_SUFFIXES), default=None, help="video.gif or video.mp4")
-    pl.add_argument("--lanes", type=count(1), default=1, help="lanes run and tiled in the video")
+    pl.add_argument("--lanes", type=count(1), default=1,
+                    help="lanes run: tiled in the video, or shown in the window one at a time")
     pl.add_argument("--steps", type=count(1), default=None,
                     help="default: one episode, at most 10 s; with --viewer, until the window is closed")
     pl.add_argument("--viewer", action="store_true",
-                    help="show lane 0 live in a window (MuJoCo's viewer, real time) instead of writing a video; "
-                         "the keys steer a velocity task's command (listed when it starts)")
+                    help="show a lane live in a window (MuJoCo's viewer, real time) instead of writing a video; "
+                         "the keys steer a velocity task's command and choose the lane of --lanes shown (listed "
+                         "when it starts)")
     pl.add_argument("--every", type=count(1), default=None, help="with --out: keep every n-th frame (default 2)")
     pl.add_argument("--width", type=count(1, 8192), default=None,
                     help="with --out: pixels of one lane's frame (default 480)")
@@ -597,8 +599,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "play":
         if any(name == "mode" for name, _ in args.task_option):
             pl.error("argument --task-option: mode: play runs the task's play mode")
-        if args.viewer and (args.out is not None or args.lanes != 1):
-            pl.error("argument --viewer: shows lane 0 in a window; it takes neither --out nor --lanes")
+        if args.viewer and args.out is not None:
+            pl.error("argument --viewer: shows a lane in a window; it takes no --out")
         for flag in ("every", "width", "height"):
             if args.out is None and getattr(args, flag) is not None:
                 pl.error(f"argument --{flag}: shapes the video, which only --out writes")

@@ -80,8 +80,9 @@ class MotrixVectorEnv(VectorEnv):
         lane_offset: global number of lane 0, for RNG streams shared across processes.
         render_mode: None, ``"rgb_array"`` (``render()`` gives one frame per lane, each drawn
             when read; ``width`` x ``height`` pixels per lane, default 640 x 480, the keywords of
-            Gymnasium's MuJoCo envs) or ``"human"`` (a window on lane 0, MuJoCo's viewer, drawn at
-            every ``reset`` and ``step`` and paced to real time; ``viewer`` is the window once open;
+            Gymnasium's MuJoCo envs) or ``"human"`` (a window on one lane, ``viewer_lane`` (0 unless
+            set), MuJoCo's viewer, drawn at every ``reset`` and ``step`` and paced to real time;
+            ``viewer`` is the window once open;
             with ``distributed``, rank 0's only; the window takes its size from the viewer, so
             ``width`` and ``height`` are refused).
             ``render_markers`` draws what the commands show (``mdp/markers.py``: a velocity
@@ -245,7 +246,8 @@ class MotrixVectorEnv(VectorEnv):
         self._totals: np.ndarray | None = None  # the commands' log totals, summed over the ranks
         self._renderer = None
         self.viewer = None  # render_mode "human": the window (sim.viewer.LaneViewer), once open
-        self._dragged = False  # the window's last frame pulled lane 0 (its forces are on until replaced)
+        self._viewer_lane = 0
+        self._pulled: int | None = None  # the lane the window's last frame pulled (its forces stay on until replaced)
         self.closed = False
 
     # ------------------------------------------------------------------------------------ api
@@ -387,10 +389,23 @@ class MotrixVectorEnv(VectorEnv):
     def render(self) -> Sequence[np.ndarray] | None:
         """One (height, width, 3) uint8 frame per lane, as Gymnasium's ``VectorEnv.render`` gives
         (None without a ``render_mode``). The state is captured now; frame ``i`` is drawn when it
-        is read, so reading lane 0 of thousands costs one frame. In ``"human"`` mode: lane 0 in
-        the window (opened by the first call, on rank 0 of a distributed batch; once the user
-        closes it, nothing), and None."""
+        is read, so reading lane 0 of thousands costs one frame. In ``"human"`` mode: lane
+        ``viewer_lane`` in the window (opened by the first call, on rank 0 of a distributed batch;
+        once the user closes it, nothing), and None."""
         return self._render(pace=False)
+
+    @property
+    def viewer_lane(self) -> int:
+        """The lane ``render_mode="human"`` shows (of this process's lanes), which a body dragged
+        in the window pulls; 0 unless set."""
+        return self._viewer_lane
+
+    @viewer_lane.setter
+    def viewer_lane(self, lane: int) -> None:
+        if not (is_int(lane) and 0 <= lane < self.num_envs):
+            raise ValueError(f"viewer_lane must be an int in [0, {self.num_envs - 1}] (a lane of this env), "
+                             f"got {lane!r}")
+        self._viewer_lane = int(lane)
 
     def _render(self, pace: bool) -> Sequence[np.ndarray] | None:
         """:meth:`render`; ``pace``: the window shows a new state (from ``reset`` or ``step``),
@@ -400,14 +415,16 @@ class MotrixVectorEnv(VectorEnv):
             return None  # nothing to draw, or a window the user closed
         if self.render_mode == "human" and self.ranks.rank != 0:
             return None  # one window for the whole batch: rank 0's
-        lanes = slice(0, 1) if self.render_mode == "human" else slice(None)  # the window shows lane 0
+        shown = self._viewer_lane
+        lanes = slice(shown, shown + 1) if self.render_mode == "human" else slice(None)  # the window shows one
         qpos = _host(self.sim.qpos[lanes])
         markers = self._markers()
         arrows = [(_host(m.start[lanes]), _host(m.end[lanes]), m.rgba, m.width) for m in markers
                   if isinstance(m, Arrows)]
         spheres = [(_host(m.pos[lanes]), m.rgba, m.radius) for m in markers if isinstance(m, Spheres)]
         if self.render_mode == "human":
-            self._show(*_lane(0, qpos, arrows, spheres), pace, _host(self.sim.qvel[0]), _host(self.sim.ctrl[0]))
+            self._show(shown, *_lane(0, qpos, arrows, spheres), pace, _host(self.sim.qvel[shown]),
+                       _host(self.sim.ctrl[shown]))
             return None
         from motrix_gym.sim.render import LaneFrames
 
@@ -432,12 +449,13 @@ class MotrixVectorEnv(VectorEnv):
                                           lookat_height=self.task.camera.lookat_height)
         return self._renderer.render(*_lane(i, qpos, arrows, spheres))
 
-    def _show(self, qpos: np.ndarray, arrows: list[tuple], spheres: list[tuple], pace: bool,
+    def _show(self, lane: int, qpos: np.ndarray, arrows: list[tuple], spheres: list[tuple], pace: bool,
               qvel: np.ndarray, ctrl: np.ndarray) -> None:
-        """One lane's state in the window; ``pace``: a new state, drawn at most once per control
-        step of wall time (a state drawn again, as by a ``render()`` after ``step``, waits for
-        nothing, so that such a loop still runs in real time). A body the user drags in the
-        window pulls lane 0's robot until the next step that draws it; released, it lets go."""
+        """Lane ``lane``'s state in the window; ``pace``: a new state, drawn at most once per
+        control step of wall time (a state drawn again, as by a ``render()`` after ``step``, waits
+        for nothing, so that such a loop still runs in real time). A body the user drags in the
+        window pulls that lane's robot until the next frame drawn; released (or another lane
+        shown), it lets go."""
         if self.viewer is None:
             from motrix_gym.sim.viewer import LaneViewer
 
@@ -445,9 +463,11 @@ class MotrixVectorEnv(VectorEnv):
                                      period=self.task.step_dt, **self._camera())
         self.viewer.show(qpos, arrows, spheres, pace, qvel, ctrl)
         forces = self.viewer.forces()
-        if forces is not None or self._dragged:
-            self.sim.apply_forces(0, np.zeros((self.viewer.model.nbody, 6)) if forces is None else forces)
-        self._dragged = forces is not None
+        if self._pulled is not None and (forces is None or self._pulled != lane):
+            self.sim.apply_forces(self._pulled, np.zeros((self.viewer.model.nbody, 6)))
+        if forces is not None:
+            self.sim.apply_forces(lane, forces)
+        self._pulled = None if forces is None else lane
 
     # Gymnasium's SyncVectorEnv gives one result per sub-environment; here the lanes share one env.
     def call(self, name: str, *args: Any, **kwargs: Any) -> Sequence[Any]:

@@ -709,9 +709,7 @@ def test_a_missing_checkpoint_is_a_one_line_cli_error(flag, tmp_path, capsys):
     (["play", "Motrix/Go1WalkFlat-v0", "--command", "1,0"], "argument --command: expected VX,VY,WZ"),
     (["play", "Motrix/Go1WalkFlat-v0", "--command", "1,inf,0"], "argument --command: expected VX,VY,WZ"),
     (["play", "Motrix/Go1WalkFlat-v0", "--viewer", "--out", "go1.gif"],
-     "argument --viewer: shows lane 0 in a window; it takes neither --out nor --lanes"),
-    (["play", "Motrix/Go1WalkFlat-v0", "--viewer", "--lanes", "4"],
-     "argument --viewer: shows lane 0 in a window; it takes neither --out nor --lanes"),
+     "argument --viewer: shows a lane in a window; it takes no --out"),
 ])
 def test_a_command_play_cannot_give_is_an_argument_error(argv, message, tmp_path, capsys):
     from motrix_gym.__main__ import main
@@ -934,8 +932,7 @@ def test_a_named_run_is_found_as_the_newest_by_its_time(tmp_path, monkeypatch):
     ({"width": 640}, "width: shape the video, which only out writes"),
     ({"every": 3, "height": 200, "viewer": True}, "every, height: shape the video, which only out writes"),
     ({"markers": False}, "markers are drawn in the video or the window: give them with out or viewer"),
-    ({"viewer": True, "lanes": 2}, "viewer shows lane 0 in a window: it takes no out"),
-    ({"viewer": True, "out": "go1.gif"}, "viewer shows lane 0 in a window: it takes no out"),
+    ({"viewer": True, "out": "go1.gif"}, "viewer shows a lane in a window: it takes no out"),
     ({"env_id": "Go1WalkFlat"}, "unknown task 'Go1WalkFlat'; registered: "),
 ])
 def test_bad_play_arguments_are_refused_before_the_checkpoint_is_read(bad, message, tmp_path):

@@ -262,3 +262,16 @@ def test_forces_applied_to_one_lane_move_its_robot_alone_until_replaced_or_reset
     again, _ = after(5)
     np.testing.assert_allclose(again, standing, atol=1e-6)  # the reset let go: both lanes as at first
     env.close()
+
+
+def test_the_lane_a_window_shows_is_a_lane_of_the_env():
+    """``viewer_lane``: 0 unless set; anything but one of the env's lanes is refused, changing
+    nothing."""
+    env = make(4)
+    assert env.viewer_lane == 0
+    env.viewer_lane = 3
+    for bad in (-1, 4, 1.5, True, "1", np.int64(2)):
+        with pytest.raises(ValueError, match=r"viewer_lane must be an int in \[0, 3\] \(a lane of this env\), got"):
+            env.viewer_lane = bad
+    assert env.viewer_lane == 3
+    env.close()

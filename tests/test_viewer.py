@@ -226,6 +226,44 @@ def test_a_body_dragged_with_the_mouse_pulls_lane_0_s_robot(display, tmp_path):
     assert released == 0.0, out
 
 
+SHOWN = """
+import mujoco, numpy as np, gymnasium as gym, motrix_gym
+envs = gym.make_vec("Motrix/Go1WalkFlat-v0", num_envs=3, render_mode="human", compile=False, progress=False,
+                    mode="play", command=(0.0, 0.0, 0.0))
+u = envs.unwrapped
+applied = u.sim.batch.bind("xfrc_applied")
+zero = np.zeros((3, 12), np.float32)
+envs.reset(seed=0)
+u.viewer_lane = 2
+envs.step(zero)
+assert np.array_equal(u.viewer.data.qpos, u.sim.qpos[2].numpy().astype(np.float64))  # lane 2, drawn
+pert = u.viewer.handle.perturb  # a drag as the viewer's mouse sets it up: the trunk held 0.3 m ahead
+with u.viewer.handle.lock():
+    pert.select, pert.localmass = u.runtime.program.root.body, 5.0
+    pert.refselpos[:] = u.viewer.data.xpos[pert.select] + [0.3, 0.0, 0.0]
+    pert.active = int(mujoco.mjtPertBit.mjPERT_TRANSLATE)
+envs.step(zero)
+pulled = [bool(applied[k].any()) for k in range(3)]
+u.viewer_lane = 1  # another lane shown mid-drag: the drag pulls that one, the first is let go
+envs.step(zero)
+switched = [bool(applied[k].any()) for k in range(3)]
+with u.viewer.handle.lock():
+    pert.active = 0
+envs.step(zero)
+released = [bool(applied[k].any()) for k in range(3)]
+print("pulled", pulled, "switched", switched, "released", released, flush=True)
+envs.close()
+"""
+
+
+@needs_x
+def test_the_window_shows_and_pulls_the_lane_chosen(display):
+    run = subprocess.run([sys.executable, "-c", SHOWN], env=on(display), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["pulled", "[False,", "False,", "True]", "switched", "[False,", "True,", "False]",
+                                  "released", "[False,", "False,", "False]"]
+
+
 RANKS = """
 import os, sys, numpy as np, torch.distributed as dist, gymnasium as gym, motrix_gym
 dist.init_process_group("gloo")
@@ -285,7 +323,7 @@ def in_window(argv: list[str], display: str, log: Path) -> Iterator[subprocess.P
 def test_play_viewer_steers_the_command_from_the_keyboard(display, checkpoint, tmp_path):
     log = tmp_path / "play.log"
     with in_window([*CLI, "play", "Motrix/Go1WalkFlat-v0", "--checkpoint", str(checkpoint), "--viewer",
-                    "--command", "0.5,0,0"], display, log) as child:
+                    "--command", "0.5,0,0", "--lanes", "2"], display, log) as child:
         def press(*keys: str, then: str) -> str:
             xdotool(display, "key", "--delay", "50", *keys)
             return wait_for(log, then, child)
@@ -297,6 +335,8 @@ def test_play_viewer_steers_the_command_from_the_keyboard(display, checkpoint, t
               then="command: vx +0.90 m/s, vy +0.10 m/s, yaw rate -0.20 rad/s")
         press("minus", "minus", then="speed: 0.25 of real time")
         press(*["equal"] * 3, then="speed: 1 of real time")  # twice as fast, up to real time
+        press("period", then="lane 1 of 2")
+        press("period", then="lane 0 of 2")  # round to the first
         press("space", then="paused")
         press("space", "BackSpace", then="restart")
         out = press("Delete", then="command: vx +0.00 m/s, vy +0.00 m/s, yaw rate +0.00 rad/s")
@@ -304,7 +344,7 @@ def test_play_viewer_steers_the_command_from_the_keyboard(display, checkpoint, t
     out = log.read_text()
     assert child.returncode == 0, out[-3000:]
     assert "keys in the window: up/down: forward/backward" in out
-    assert "steps x 1 lanes" in out and "base_velocity/lin_vel_error" in out
+    assert "steps x 2 lanes" in out and "base_velocity/lin_vel_error" in out
 
 
 @needs_x
@@ -359,6 +399,18 @@ def test_minus_and_equal_halve_and_double_the_speed_within_a_sixteenth_and_real_
         halvings = min(max(halvings + {"minus": 1, "equal": -1}.get(key, 0), 0), 4)
         assert keys.speed == 2.0 ** -halvings
     assert keys.read(["minus"] * 5) is False and keys.speed == SLOWEST == 1 / 16  # no restart; the slowest
+
+
+@given(st.lists(st.sampled_from(["comma", "period", "up"]), max_size=30), st.integers(1, 5))
+def test_comma_and_period_show_the_previous_and_next_lane_round_the_batch(pressed, lanes):
+    from motrix_gym.learn.play import Keys
+
+    keys = Keys((), (0.0, 0.0, 0.0), lanes)
+    shown = 0
+    for key in pressed:
+        keys.read([key])
+        shown += {"period": 1, "comma": -1}.get(key, 0)
+        assert keys.lane == shown % lanes
 
 
 @pytest.mark.parametrize("task, options, steers", [("Go1WalkFlat", {}, True),

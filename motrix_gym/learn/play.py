@@ -41,23 +41,25 @@ class PlayResult:
 
 
 EXPORTS = (None, "onnx", "jit")
-PLAIN_KEYS = ("space: pause, backspace: restart the episode, minus/equal: half/twice the speed (up to real time); "
-              "close the window (or ctrl+q) to stop")
+PLAIN_KEYS = ("space: pause, backspace: restart the episode, minus/equal: half/twice the speed (up to real time), "
+              "comma/period: show the previous/next lane; close the window (or ctrl+q) to stop")
 SLOWEST = 1 / 16  # of real time, after four presses of minus
 
 
 class Keys:
     """What the keys pressed in ``play``'s window ask: pause, restart, the speed (a share of real
-    time, halved or doubled by a press, within [``SLOWEST``, 1]), and the command of the one
+    time, halved or doubled by a press, within [``SLOWEST``, 1]), the lane shown (of ``lanes``,
+    the one after the last wrapping round to the first), and the command of the one
     velocity command among ``commands`` (a task's command terms) that can be held (none: those
     keys do nothing: a task without one, or whose command draws headings), held at ``start``
     from the beginning."""
 
-    def __init__(self, commands: Iterable[Any], start: Sequence[float]) -> None:
+    def __init__(self, commands: Iterable[Any], start: Sequence[float], lanes: int = 1) -> None:
         held = [c for c in commands if getattr(c, "can_hold", False)]
         self.command = held[0] if len(held) == 1 else None
         self.paused = False
         self.speed = 1.0
+        self.lanes, self.lane = lanes, 0
         self.value = tuple(start)
         if self.command is not None:
             self.command.hold(self.value)
@@ -84,6 +86,9 @@ class Keys:
             elif key in ("minus", "equal"):
                 self.speed = min(max(self.speed * (0.5 if key == "minus" else 2.0), SLOWEST), 1.0)
                 tqdm.write(f"speed: {self.speed:g} of real time")
+            elif key in ("comma", "period"):
+                self.lane = (self.lane + (1 if key == "period" else -1)) % self.lanes
+                tqdm.write(f"lane {self.lane} of {self.lanes}")
             elif self.command is not None and (value := steering.steer(self.value, key, self.command.ranges)):
                 self.value = value
                 self.command.hold(value)
@@ -188,10 +193,11 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
     are refused rather than ignored.
     ``task_options``: make-time options of the task (``heading_command=True``, ...; not ``mode``,
     which is play's), for example the ones the policy was trained with.
-    ``viewer``: show lane 0 in a window (MuJoCo's viewer, real time; ``render_mode="human"``)
-    instead of writing a video, for ``steps`` or until the window closes (``steps=None``), and
-    read its keys (``Keys``, whose help it prints): a velocity task's command is then steered from
-    them, starting at ``command`` (default: standing still)."""
+    ``viewer``: show one of the ``lanes`` in a window (MuJoCo's viewer, real time;
+    ``render_mode="human"``), lane 0 first, instead of writing a video, for ``steps`` or until the
+    window closes (``steps=None``), and read its keys (``Keys``, whose help it prints): they choose
+    the lane shown, and a velocity task's command, every lane's, is steered from them, starting at
+    ``command`` (default: standing still)."""
     from tqdm import tqdm
 
     from motrix_gym.integrations.rsl_rl import make_rsl_rl
@@ -209,9 +215,8 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         raise ValueError(f"markers must be None (True), True or False, got {markers!r}")
     if not isinstance(viewer, bool):
         raise ValueError(f"viewer must be True or False, got {viewer!r}")
-    if viewer and (out is not None or lanes != 1):
-        raise ValueError("viewer shows lane 0 in a window: it takes no out (a video) and one lane, got "
-                         f"out={out!r}, lanes={lanes!r}")
+    if viewer and out is not None:
+        raise ValueError(f"viewer shows a lane in a window: it takes no out (a video), got out={out!r}")
     if out is None:
         if given := [name for name, value in (("every", every), ("width", width), ("height", height))
                      if value is not None]:
@@ -261,7 +266,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
             space = base.single_action_space
             policy, alg = baselines(space.shape[0], float(space.high[0]), seed)[baseline], None
         rt = base.runtime
-        keys = Keys(rt.ctx.commands.values(), start) if viewer else None
+        keys = Keys(rt.ctx.commands.values(), start, lanes) if viewer else None
         if keys is not None:
             tqdm.write(f"keys in the window: {keys.help}")
         if steps is None and not viewer:
@@ -277,6 +282,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
                 if not base.viewer.running:
                     break
                 base.viewer.period = base.task.step_dt / keys.speed  # a frame per control step, paced
+                base.viewer_lane = keys.lane
                 if restart:
                     obs = env.reset()[0]
                     start_episodes(policy)

@@ -30,7 +30,7 @@ from motrix_gym.sim.render import Arrow, Sphere, add_markers, set_visuals
 _KEYS = {glfw.KEY_UP: "up", glfw.KEY_DOWN: "down", glfw.KEY_LEFT: "left", glfw.KEY_RIGHT: "right",
          glfw.KEY_PAGE_UP: "page_up", glfw.KEY_PAGE_DOWN: "page_down", glfw.KEY_SPACE: "space",
          glfw.KEY_BACKSPACE: "backspace", glfw.KEY_DELETE: "delete", glfw.KEY_MINUS: "minus",
-         glfw.KEY_EQUAL: "equal"}
+         glfw.KEY_EQUAL: "equal", glfw.KEY_COMMA: "comma", glfw.KEY_PERIOD: "period"}
 _WAIT_CLOSED_S = 10.0  # how long close() waits for the viewer's thread to destroy its window
 
 
@@ -132,7 +132,7 @@ class LaneViewer:
     def pressed(self) -> list[str]:
         """The keys of ``_KEYS`` pressed in the window since the last call, in order, by name:
         ``up``, ``down``, ``left``, ``right``, ``page_up``, ``page_down``, ``space``, ``backspace``,
-        ``delete``, ``minus``, ``equal``."""
+        ``delete``, ``minus``, ``equal``, ``comma``, ``period``."""
         keys = []
         while True:
             try:
