@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium
@@ -402,10 +402,9 @@ class MotrixVectorEnv(VectorEnv):
 
     @viewer_lane.setter
     def viewer_lane(self, lane: int) -> None:
-        if not (is_int(lane) and 0 <= lane < self.num_envs):
-            raise ValueError(f"viewer_lane must be an int in [0, {self.num_envs - 1}] (a lane of this env), "
-                             f"got {lane!r}")
-        self._viewer_lane = int(lane)
+        if want := _is_lane(self, lane):
+            raise ValueError(f"viewer_lane must be {want}, got {lane!r}")
+        self._viewer_lane = lane
 
     def _render(self, pace: bool) -> Sequence[np.ndarray] | None:
         """:meth:`render`; ``pace``: the window shows a new state (from ``reset`` or ``step``),
@@ -497,8 +496,7 @@ class MotrixVectorEnv(VectorEnv):
                 raise ValueError(f"set_attr({name!r}): the {self.num_envs} lanes share one env, so give one value "
                                  f"or {self.num_envs} equal ones, got {values!r}")
             values = values[0]
-        ok, want = SETTABLE[name]
-        if not ok(values):
+        if want := SETTABLE[name](self, values):
             raise ValueError(f"set_attr({name!r}): must be {want}, got {values!r}")
         setattr(self, name, values)
 
@@ -721,11 +719,21 @@ def _host(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().copy()
 
 
+def _is_bool(env: MotrixVectorEnv, value: Any) -> str | None:
+    return None if isinstance(value, bool) else "True or False"
+
+
+def _is_lane(env: MotrixVectorEnv, value: Any) -> str | None:
+    ok = is_int(value) and 0 <= value < env.num_envs
+    return None if ok else f"an int in [0, {env.num_envs - 1}] (a lane of this env)"
+
+
 # The settings an env reads afresh at each call, which ``set_attr`` may change: each one's check
-# (as make's) and what it wants.
-SETTABLE: dict[str, tuple[Any, str]] = {
-    "render_markers": (lambda v: isinstance(v, bool), "True or False"),
-    "copy": (lambda v: isinstance(v, bool), "True or False"),
+# (as make's or the attribute's own), which says what it wants of a bad value (None: good).
+SETTABLE: dict[str, Callable[[MotrixVectorEnv, Any], str | None]] = {
+    "render_markers": _is_bool,
+    "copy": _is_bool,
+    "viewer_lane": _is_lane,
 }
 
 

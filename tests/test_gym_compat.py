@@ -1,5 +1,7 @@
 """Gymnasium's own wrappers, checker and benchmark on our envs, in the modes they support."""
 
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -74,7 +76,7 @@ def test_call_get_attr_and_set_attr_as_sync_vector_env_gives_them():
     with pytest.raises(ValueError, match="3 equal ones"):
         env.set_attr("render_markers", [False, False])
     with pytest.raises(AttributeError, match="'render_marker' is not an attribute of the env; set_attr changes "
-                                             "render_markers, copy"):
+                                             "render_markers, copy, viewer_lane"):
         env.set_attr("render_marker", False)
     assert env.render_markers is True and not hasattr(env, "render_marker")
     for name, value in [("num_envs", 2), ("autoreset_mode", "same_step"), ("runtime", None), ("torch_threads", 2)]:
@@ -83,6 +85,12 @@ def test_call_get_attr_and_set_attr_as_sync_vector_env_gives_them():
     with pytest.raises(ValueError, match="set_attr\\('copy'\\): must be True or False, got 1"):
         env.set_attr("copy", 1)
     assert env.num_envs == 3 and env.autoreset_mode is AutoresetMode.SAME_STEP and env.copy is True
+    env.set_attr("viewer_lane", [2] * 3)
+    assert env.viewer_lane == 2
+    with pytest.raises(ValueError, match=re.escape("set_attr('viewer_lane'): must be an int in [0, 2] (a lane of "
+                                                   "this env), got 3")):
+        env.set_attr("viewer_lane", 3)
+    assert env.viewer_lane == 2
     env.set_attr("copy", False)
     first = env.step(np.zeros((3, *env.single_action_space.shape), np.float32))[0]
     assert not first.flags.owndata  # a view of the env's buffer, as copy=False gives
