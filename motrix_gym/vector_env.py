@@ -402,7 +402,7 @@ class MotrixVectorEnv(VectorEnv):
 
     @viewer_lane.setter
     def viewer_lane(self, lane: int) -> None:
-        if want := _is_lane(self, lane):
+        if want := _want_lane(self, lane):
             raise ValueError(f"viewer_lane must be {want}, got {lane!r}")
         self._viewer_lane = lane
 
@@ -719,11 +719,13 @@ def _host(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().copy()
 
 
-def _is_bool(env: MotrixVectorEnv, value: Any) -> str | None:
+def _want_bool(env: MotrixVectorEnv, value: Any) -> str | None:
+    """What ``value`` should be, or None where it is: a bool."""
     return None if isinstance(value, bool) else "True or False"
 
 
-def _is_lane(env: MotrixVectorEnv, value: Any) -> str | None:
+def _want_lane(env: MotrixVectorEnv, value: Any) -> str | None:
+    """What ``value`` should be, or None where it is: one of ``env``'s lanes."""
     ok = is_int(value) and 0 <= value < env.num_envs
     return None if ok else f"an int in [0, {env.num_envs - 1}] (a lane of this env)"
 
@@ -731,9 +733,9 @@ def _is_lane(env: MotrixVectorEnv, value: Any) -> str | None:
 # The settings an env reads afresh at each call, which ``set_attr`` may change: each one's check
 # (as make's or the attribute's own), which says what it wants of a bad value (None: good).
 SETTABLE: dict[str, Callable[[MotrixVectorEnv, Any], str | None]] = {
-    "render_markers": _is_bool,
-    "copy": _is_bool,
-    "viewer_lane": _is_lane,
+    "render_markers": _want_bool,
+    "copy": _want_bool,
+    "viewer_lane": _want_lane,
 }
 
 
