@@ -147,14 +147,21 @@ def test_human_mode_draws_lane_0_in_a_window_in_real_time(display):
                           capture_output=True).returncode == 1  # no window left
 
 
-DRAG = """
+def standing_go1s(lanes: int) -> str:
+    """The start of a child script: ``lanes`` Go1s standing still (play mode, zero actions) with
+    the window on, and the forces each lane feels from a drag (``applied``)."""
+    return f"""
 import mujoco, numpy as np, gymnasium as gym, motrix_gym
-envs = gym.make_vec("Motrix/Go1WalkFlat-v0", num_envs=2, render_mode="human", compile=False, progress=False,
+envs = gym.make_vec("Motrix/Go1WalkFlat-v0", num_envs={lanes}, render_mode="human", compile=False, progress=False,
                     mode="play", command=(0.0, 0.0, 0.0))
 u = envs.unwrapped
 applied = u.sim.batch.bind("xfrc_applied")
-zero = np.zeros((2, 12), np.float32)
+zero = np.zeros(({lanes}, 12), np.float32)
 envs.reset(seed=0)
+"""
+
+
+DRAG = standing_go1s(2) + """
 for _ in range(25):  # standing
     envs.step(zero)
 m, d = u.viewer.model, u.viewer.data
@@ -226,14 +233,7 @@ def test_a_body_dragged_with_the_mouse_pulls_lane_0_s_robot(display, tmp_path):
     assert released == 0.0, out
 
 
-SHOWN = """
-import mujoco, numpy as np, gymnasium as gym, motrix_gym
-envs = gym.make_vec("Motrix/Go1WalkFlat-v0", num_envs=3, render_mode="human", compile=False, progress=False,
-                    mode="play", command=(0.0, 0.0, 0.0))
-u = envs.unwrapped
-applied = u.sim.batch.bind("xfrc_applied")
-zero = np.zeros((3, 12), np.float32)
-envs.reset(seed=0)
+SHOWN = standing_go1s(3) + """
 u.viewer_lane = 2
 envs.step(zero)
 assert np.array_equal(u.viewer.data.qpos, u.sim.qpos[2].numpy().astype(np.float64))  # lane 2, drawn
