@@ -453,16 +453,18 @@ class MotrixVectorEnv(VectorEnv):
         """Lane ``lane``'s state in the window; ``pace``: a new state, drawn at most once per
         control step of wall time (a state drawn again, as by a ``render()`` after ``step``, waits
         for nothing, so that such a loop still runs in real time). A body the user drags in the
-        window pulls that lane's robot until the next frame drawn; released (or another lane
-        shown), it lets go."""
+        window pulls that lane's robot until the next frame drawn; released, it lets go. Another
+        lane shown ends the drag: the point it pulls towards was set on the other lane's robot."""
         if self.viewer is None:
             from motrix_gym.sim.viewer import LaneViewer
 
             self.viewer = LaneViewer(build_model(self.task.scene, self.task.sim_dt, visual=True),
                                      period=self.task.step_dt, **self._camera())
         self.viewer.show(qpos, arrows, spheres, pace, qvel, ctrl)
+        if self._pulled is not None and self._pulled != lane:
+            self.viewer.end_drag()
         forces = self.viewer.forces()
-        if self._pulled is not None and (forces is None or self._pulled != lane):
+        if self._pulled is not None and forces is None:
             self.sim.apply_forces(self._pulled, np.zeros((self.viewer.model.nbody, 6)))
         if forces is not None:
             self.sim.apply_forces(lane, forces)

@@ -244,14 +244,20 @@ with u.viewer.handle.lock():
     pert.active = int(mujoco.mjtPertBit.mjPERT_TRANSLATE)
 envs.step(zero)
 pulled = [bool(applied[k].any()) for k in range(3)]
-u.viewer_lane = 1  # another lane shown mid-drag: the drag pulls that one, the first is let go
-envs.step(zero)
-switched = [bool(applied[k].any()) for k in range(3)]
 with u.viewer.handle.lock():
     pert.active = 0
 envs.step(zero)
 released = [bool(applied[k].any()) for k in range(3)]
-print("pulled", pulled, "switched", switched, "released", released, flush=True)
+with u.viewer.handle.lock():
+    pert.active = int(mujoco.mjtPertBit.mjPERT_TRANSLATE)
+envs.step(zero)
+again = [bool(applied[k].any()) for k in range(3)]
+u.viewer_lane = 1  # another lane shown mid-drag: the drag ends, lane 2 is let go, lane 1 not pulled
+envs.step(zero)
+switched = [bool(applied[k].any()) for k in range(3)]
+envs.step(zero)
+after = [bool(applied[k].any()) for k in range(3)] + [pert.active]
+print("pulled", pulled, "released", released, "again", again, "switched", switched, "after", after, flush=True)
 envs.close()
 """
 
@@ -260,8 +266,9 @@ envs.close()
 def test_the_window_shows_and_pulls_the_lane_chosen(display):
     run = subprocess.run([sys.executable, "-c", SHOWN], env=on(display), capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.split() == ["pulled", "[False,", "False,", "True]", "switched", "[False,", "True,", "False]",
-                                  "released", "[False,", "False,", "False]"]
+    assert run.stdout.split() == ["pulled", "[False,", "False,", "True]", "released", "[False,", "False,", "False]",
+                                  "again", "[False,", "False,", "True]", "switched", "[False,", "False,", "False]",
+                                  "after", "[False,", "False,", "False,", "0]"]
 
 
 RANKS = """

@@ -129,6 +129,12 @@ class LaneViewer:
             mujoco.mjv_applyPerturbForce(self.model, self.data, pert)
             return self.data.xfrc_applied.copy()
 
+    def end_drag(self) -> None:
+        """End the drag under way, as releasing the mouse button does: ``forces`` is None until
+        the user starts another."""
+        with self.handle.lock():
+            self.handle.perturb.active = self.handle.perturb.active2 = 0
+
     def pressed(self) -> list[str]:
         """The keys of ``_KEYS`` pressed in the window since the last call, in order, by name:
         ``up``, ``down``, ``left``, ``right``, ``page_up``, ``page_down``, ``space``, ``backspace``,
