@@ -11,20 +11,9 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from motrix_gym.learn.evaluate import BASELINES, RandomActions, start_episodes
+from motrix_gym.learn.evaluate import BASELINES, baselines, start_episodes
 
 ROWS = 64  # the block a feed-forward policy's actions are computed in (``checkpoint_policy``)
-
-
-def baseline_policy(name: str, low: np.ndarray, high: np.ndarray, seed: int) -> Callable[[np.ndarray], np.ndarray]:
-    """``random``: actions uniform over the action space [low, high], each lane's from its own
-    stream (``evaluate.RandomActions``); ``zero``: zero actions (the default pose)."""
-    if name == "random":
-        draw = RandomActions(torch.from_numpy(low), torch.from_numpy(high), seed)
-        return lambda obs: draw(obs.shape[0]).numpy()
-    if name == "zero":
-        return lambda obs: np.zeros((obs.shape[0], low.shape[0]), np.float32)
-    raise ValueError(f"a baseline is one of {BASELINES}, got {name!r}")
 
 
 def checkpoint_policy(path: Path, env_id: str, options: Mapping[str, Any],
@@ -88,7 +77,10 @@ def record(env_id: str, dataset_id: str, policy: str | Path, episodes: int, lane
         probe = gym.make_vec(env_id, num_envs=1, compile=False, progress=False, **options)
         space = probe.single_action_space
         probe.close()
-        act = baseline_policy(policy, space.low, space.high, seed)
+        baseline = baselines(space.shape[0], float(space.high[0]), seed)[policy]
+
+        def act(obs: np.ndarray) -> np.ndarray:
+            return baseline(TensorDict({"policy": torch.from_numpy(obs)}, batch_size=[len(obs)])).numpy()
         what = {"random": "uniform random actions over the action space", "zero": "zero actions (the default pose)"}
         algorithm = what[policy]
     else:
