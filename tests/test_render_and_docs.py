@@ -250,12 +250,12 @@ def test_rendered_terrain_is_coloured_by_the_heights_under_the_camera():
     rougher along +x: a texture mirrored in y or x would show the wrong tiles' roughness."""
     from motrix_gym.envs import task_config
     from motrix_gym.sim.render import LaneRenderer
-    from motrix_gym.sim.scene import GROUND, build_model, height_map
+    from motrix_gym.sim.scene import build_model, ground_pieces, height_map
 
     scene = task_config("G1WalkRough").scene
     model, hm = build_model(scene, 0.005, visual=True), height_map(scene.terrain)
     assert hm.tile_kinds[:2] == ("flat", "flat") and set(hm.tile_kinds[2:]) == {"rough"}
-    model.geom_group[model.geom(GROUND).id] = 5  # the ground alone is drawn
+    model.geom_group[ground_pieces(model)] = 5  # the ground alone is drawn
     renderer = LaneRenderer(model, 64, 48, distance=1.5, azimuth=90.0, elevation=-90.0)
     renderer.option.geomgroup[:] = 0
     renderer.option.geomgroup[5] = 1
@@ -268,6 +268,36 @@ def test_rendered_terrain_is_coloured_by_the_heights_under_the_camera():
     renderer.close()
     assert hue_spread[9, 0] < 0.01 < hue_spread[9, 9], hue_spread  # flat, then the roughest
     assert hue_spread[0, 9] < hue_spread[5, 8] < hue_spread[9, 9], hue_spread
+
+
+@needs_gl
+def test_a_terrain_frame_draws_the_pieces_of_ground_it_can_show_and_no_others():
+    """A frame of a heightfield draws only the pieces of it within the fog's reach of the camera,
+    and is the frame with every piece drawn, pixel for pixel: near the field's middle and at its
+    edge, close, far, looking down and towards the horizon, in a wide frame and a tall one."""
+    from motrix_gym.envs import task_config
+    from motrix_gym.sim.render import LaneRenderer
+    from motrix_gym.sim.scene import GROUND, build_model, ground_pieces, height_map
+
+    scene = task_config("Go1WalkStairs").scene
+    model, hm = build_model(scene, 0.005, visual=True), height_map(scene.terrain)
+    pieces = ground_pieces(model)
+    assert len(pieces) > 50 and model.geom_rgba[model.geom(GROUND).id, 3] == 0  # the field itself is not drawn
+    rows, cols = hm.tile_centers.shape[:2]
+    for (width, height), distance, elevation, (row, col) in [((96, 72), 3.0, -20.0, (rows // 2, cols // 2)),
+                                                             ((160, 40), 9.0, -35.0, (0, 0)),
+                                                             ((40, 96), 3.0, -3.0, (rows - 1, cols // 2)),
+                                                             ((96, 72), 20.0, -60.0, (rows // 2, 0))]:
+        renderer = LaneRenderer(model, width, height, distance=distance, elevation=elevation)
+        qpos = model.qpos0.copy()
+        qpos[:3] = hm.tile_centers[row, col] + [0.0, 0.0, 0.4]
+        culled = renderer.render(qpos)
+        shown = int(model.geom_rgba[pieces, 3].sum())
+        renderer.pieces.reach = np.inf
+        whole = renderer.render(qpos)
+        renderer.close()
+        assert 0 < shown < len(pieces) and model.geom_rgba[pieces, 3].sum() == len(pieces)
+        np.testing.assert_array_equal(culled, whole)
 
 
 @needs_gl

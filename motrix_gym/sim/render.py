@@ -150,6 +150,7 @@ class LaneRenderer:
         self.camera.distance, self.camera.azimuth, self.camera.elevation = distance, azimuth, elevation
         self.model, self.follow, self.lookat_height = model, follow, lookat_height
         self.data = mujoco.MjData(model)
+        self.pieces = GroundPieces(model, width / height)
         self._pixels = np.empty((height, width, 3), np.uint8)
         # A new context's first frame differs from later frames of the same state in a few pixels:
         # drawn once here, every frame is a function of its state alone.
@@ -163,6 +164,9 @@ class LaneRenderer:
         self.camera.lookat[:] = self.data.xpos[self.follow]
         self.camera.lookat[2] += self.lookat_height
         self.context.make_current()
+        if self.scene.flags[mujoco.mjtRndFlag.mjRND_FOG]:
+            mujoco.mjv_updateCamera(self.model, self.data, self.camera, self.scene)
+            self.pieces.show_near((self.scene.camera[0].pos + self.scene.camera[1].pos) / 2)
         mujoco.mjv_updateScene(self.model, self.data, self.option, None, self.camera,
                                mujoco.mjtCatBit.mjCAT_ALL, self.scene)
         add_markers(self.scene, arrows, spheres)
@@ -172,6 +176,30 @@ class LaneRenderer:
 
     def close(self) -> None:
         self._finalizer()
+
+
+class GroundPieces:
+    """The pieces a heightfield is drawn as (``scene.add_ground_pieces``), of which a frame with
+    fog draws only those the fog does not hide entirely: nearer to the camera along its view axis
+    than where the fog ends, as OpenGL's fog measures (at most the distance; in the corners of a
+    wide view, a longer one)."""
+
+    def __init__(self, model: mujoco.MjModel, aspect: float) -> None:
+        from motrix_gym.sim.scene import ground_pieces
+
+        self.model, self.geoms = model, ground_pieces(model)
+        self.centres = model.geom_pos[self.geoms, :2].copy()
+        self.halves = model.hfield_size[model.geom_dataid[self.geoms], :2].copy()
+        # a point where the fog ends, in the corner of the view, is this far from the camera
+        tan = np.tan(np.radians(model.vis.global_.fovy) / 2)
+        fog_end = model.vis.map.fogend * model.stat.extent
+        self.reach = fog_end * float(np.sqrt(1.0 + tan**2 * (1.0 + aspect**2)))
+
+    def show_near(self, camera: np.ndarray) -> None:
+        """Draw the pieces within reach of ``camera`` (a position), hide the others (alpha 0)."""
+        if len(self.geoms):
+            apart = np.linalg.norm(np.maximum(np.abs(self.centres - camera[:2]) - self.halves, 0.0), axis=1)
+            self.model.geom_rgba[self.geoms, 3] = apart <= self.reach
 
 
 def add_markers(scene: mujoco.MjvScene, arrows: Sequence[Arrow] = (), spheres: Sequence[Sphere] = ()) -> None:

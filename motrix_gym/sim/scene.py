@@ -149,41 +149,76 @@ def add_sky(spec: mujoco.MjSpec) -> None:
     spec.visual.rgba.fog = [*SKY, 1.0]
 
 
+PIECE = 64  # samples along each side of a drawn piece of a heightfield
+
+
 def add_ground(spec: mujoco.MjSpec, terrain: TerrainConfig, visual: bool = False) -> None:
     """A static body ``terrain`` holding one geom ``terrain``: a plane at height 0, or the
     heightfield of ``terrain`` (MuJoCo stores its samples normalised to [0, 1]: the geom sits at
-    the lowest height and the field's elevation spans the range). Only a ``visual`` ground, which
-    is drawn, has a texture: a checker on the plane, the height's colours on a heightfield
-    (``ground_colours``)."""
+    the lowest height and the field's elevation spans the range). A ``visual`` ground is drawn
+    with a texture: a checker on the plane; a heightfield is drawn as pieces instead
+    (``add_ground_pieces``), and its own geom, which still collides, is not drawn."""
     hm = height_map(terrain)
-    material = {}
-    if visual:
-        if hm is None:
+    ground = spec.worldbody.add_body(name=TERRAIN)
+    common = dict(name=GROUND, contype=1, conaffinity=1, friction=[1.0, 0.005, 0.0001])
+    if hm is None:
+        if visual:
             tex = spec.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D,
                                    builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER, width=256, height=256,
                                    rgb1=[0.2, 0.3, 0.4], rgb2=[0.12, 0.18, 0.24])
             mat = spec.add_material(name="grid", texrepeat=[8, 8], texuniform=True)
-        else:  # one texel per sample, stretched over the field; an image's first row is the field's +y edge
-            rgb = np.flipud(ground_colours(hm))
-            tex = spec.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D, width=rgb.shape[1],
-                                   height=rgb.shape[0], nchannel=3)
-            tex.data = rgb.tobytes()
-            mat = spec.add_material(name="grid", texrepeat=[1, 1], texuniform=False)
-        mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
-        material = {"material": mat.name}
-    ground = spec.worldbody.add_body(name=TERRAIN)
-    common = dict(name=GROUND, contype=1, conaffinity=1, friction=[1.0, 0.005, 0.0001], **material)
-    if hm is None:
+            mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
+            common["material"] = mat.name
         ground.add_geom(type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05], **common)
         return
-    lo, hi = float(hm.heights.min()), float(hm.heights.max())
+    if visual:
+        common["rgba"] = [0.5, 0.5, 0.5, 0.0]  # MuJoCo draws no geom of alpha 0
+    add_heightfield(spec, ground, hm.heights, hm.origin, hm.spacing, **common)
+    if visual:
+        add_ground_pieces(spec, ground, hm)
+
+
+def add_heightfield(spec: mujoco.MjSpec, body: mujoco.MjsBody, heights: np.ndarray, origin: tuple[float, float],
+                    spacing: float, name: str, **geom: object) -> mujoco.MjsGeom:
+    """A heightfield ``name`` of ``heights`` (``[row, col]`` at ``origin + spacing * (col,
+    row)``) and its geom ``name``, in ``body``."""
+    lo, hi = float(heights.min()), float(heights.max())
     span = max(hi - lo, 1e-3)
+    ny, nx = heights.shape
+    sx, sy = (nx - 1) * spacing, (ny - 1) * spacing
+    spec.add_hfield(name=name, nrow=ny, ncol=nx, size=[sx / 2, sy / 2, span, 1.0],
+                    userdata=((heights - lo) / span).flatten().tolist())
+    return body.add_geom(name=name, type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname=name,
+                         pos=[origin[0] + sx / 2, origin[1] + sy / 2, lo], **geom)
+
+
+def add_ground_pieces(spec: mujoco.MjSpec, body: mujoco.MjsBody, hm: HeightMap) -> None:
+    """The heightfield of ``hm`` cut into pieces of ``PIECE`` samples a side (neighbours share
+    their edge's samples), each a geom ``terrain_piece_<row>_<col>`` that never collides and is
+    drawn with the heights' colours (``ground_colours``, one texel per sample). A renderer draws
+    only the pieces its camera can see (``render.LaneRenderer``): a whole field is millions of
+    triangles, which a CPU's OpenGL spends most of a frame on."""
     ny, nx = hm.heights.shape
-    sx, sy = hm.size
-    spec.add_hfield(name=GROUND, nrow=ny, ncol=nx, size=[sx / 2, sy / 2, span, 1.0],
-                    userdata=((hm.heights - lo) / span).flatten().tolist())
-    ground.add_geom(type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname=GROUND,
-                    pos=[hm.origin[0] + sx / 2, hm.origin[1] + sy / 2, lo], **common)
+    colours = ground_colours(hm)
+    for r, i in enumerate(range(0, ny - 1, PIECE)):
+        for c, j in enumerate(range(0, nx - 1, PIECE)):
+            name = f"{GROUND}_piece_{r}_{c}"
+            rows, cols = slice(i, min(i + PIECE, ny - 1) + 1), slice(j, min(j + PIECE, nx - 1) + 1)
+            rgb = np.flipud(colours[rows, cols])  # an image's first row is the field's +y edge
+            tex = spec.add_texture(name=name, type=mujoco.mjtTexture.mjTEXTURE_2D, width=rgb.shape[1],
+                                   height=rgb.shape[0], nchannel=3)
+            tex.data = rgb.tobytes()
+            mat = spec.add_material(name=name, texrepeat=[1, 1], texuniform=False)
+            mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
+            origin = (hm.origin[0] + j * hm.spacing, hm.origin[1] + i * hm.spacing)
+            add_heightfield(spec, body, hm.heights[rows, cols], origin, hm.spacing, name, material=mat.name,
+                            contype=0, conaffinity=0)
+
+
+def ground_pieces(model: mujoco.MjModel) -> np.ndarray:
+    """The geom ids of the drawn pieces of ``model``'s heightfield (none on a plane)."""
+    prefix = f"{GROUND}_piece_"
+    return np.array([i for i in range(model.ngeom) if model.geom(i).name.startswith(prefix)], dtype=np.int64)
 
 
 def build_model(scene: SceneConfig, sim_dt: float, visual: bool = False, sensors: bool = True) -> mujoco.MjModel:
