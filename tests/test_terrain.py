@@ -54,6 +54,32 @@ def test_height_lookup_equals_mujoco_ray_cast(func):
         assert np.ptp(ray) > 0.02  # the points saw relief, not a plane
 
 
+@pytest.mark.parametrize("task", ("G1WalkRough", "Go1WalkStairs"))
+def test_the_drawn_pieces_of_a_heightfield_are_the_field(task):
+    """Every sample of the field is in a drawn piece, at its place and height (to float32), and
+    neighbouring pieces share their edge's samples, so the drawn ground has no gaps; the pieces
+    never collide, and the physics model has none."""
+    from motrix_gym.envs import task_config
+    from motrix_gym.sim.scene import build_model, ground_pieces
+
+    scene = task_config(task).scene
+    hm, model = height_map(scene.terrain), build_model(scene, 0.005, visual=True)
+    covered = np.zeros(hm.heights.shape, int)
+    for g in ground_pieces(model):
+        h = model.geom_dataid[g]
+        rows, cols = model.hfield_nrow[h], model.hfield_ncol[h]
+        half_x, half_y, span = model.hfield_size[h, :3]
+        x0, y0, lo = model.geom_pos[g] - [half_x, half_y, 0.0]
+        i, j = round((y0 - hm.origin[1]) / hm.spacing), round((x0 - hm.origin[0]) / hm.spacing)
+        assert (half_x * 2, half_y * 2) == pytest.approx(((cols - 1) * hm.spacing, (rows - 1) * hm.spacing))
+        data = model.hfield_data[model.hfield_adr[h]:model.hfield_adr[h] + rows * cols].reshape(rows, cols)
+        np.testing.assert_allclose(lo + span * data, hm.heights[i:i + rows, j:j + cols], atol=1e-5)
+        covered[i:i + rows, j:j + cols] += 1
+        assert model.geom_contype[g] == model.geom_conaffinity[g] == 0
+    assert covered.min() == 1 and covered.max() == 4  # a corner shared by four pieces
+    assert len(ground_pieces(build_model(scene, 0.005))) == 0
+
+
 @pytest.mark.parametrize("task", ("G1WalkStairs", "Go1WalkStairs"))
 def test_neighbouring_steps_differ_in_colour(task):
     """Rendered terrain is coloured by height: every step of a staircase stands out from the next."""

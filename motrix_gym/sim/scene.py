@@ -150,10 +150,11 @@ def add_sky(spec: mujoco.MjSpec) -> None:
 
 
 PIECE = 64  # samples along each side of a drawn piece of a heightfield
+PIECES = f"{GROUND}_piece_"  # a piece's name: this, then its row and column
 
 
 def add_ground(spec: mujoco.MjSpec, terrain: TerrainConfig, visual: bool = False) -> None:
-    """A static body ``terrain`` holding one geom ``terrain``: a plane at height 0, or the
+    """A static body ``terrain`` holding the geom ``terrain``: a plane at height 0, or the
     heightfield of ``terrain`` (MuJoCo stores its samples normalised to [0, 1]: the geom sits at
     the lowest height and the field's elevation spans the range). A ``visual`` ground is drawn
     with a texture: a checker on the plane; a heightfield is drawn as pieces instead
@@ -202,7 +203,7 @@ def add_ground_pieces(spec: mujoco.MjSpec, body: mujoco.MjsBody, hm: HeightMap) 
     colours = ground_colours(hm)
     for r, i in enumerate(range(0, ny - 1, PIECE)):
         for c, j in enumerate(range(0, nx - 1, PIECE)):
-            name = f"{GROUND}_piece_{r}_{c}"
+            name = f"{PIECES}{r}_{c}"
             rows, cols = slice(i, min(i + PIECE, ny - 1) + 1), slice(j, min(j + PIECE, nx - 1) + 1)
             rgb = np.flipud(colours[rows, cols])  # an image's first row is the field's +y edge
             tex = spec.add_texture(name=name, type=mujoco.mjtTexture.mjTEXTURE_2D, width=rgb.shape[1],
@@ -217,8 +218,7 @@ def add_ground_pieces(spec: mujoco.MjSpec, body: mujoco.MjsBody, hm: HeightMap) 
 
 def ground_pieces(model: mujoco.MjModel) -> np.ndarray:
     """The geom ids of the drawn pieces of ``model``'s heightfield (none on a plane)."""
-    prefix = f"{GROUND}_piece_"
-    return np.array([i for i in range(model.ngeom) if model.geom(i).name.startswith(prefix)], dtype=np.int64)
+    return np.array([i for i in range(model.ngeom) if model.geom(i).name.startswith(PIECES)], dtype=np.int64)
 
 
 def build_model(scene: SceneConfig, sim_dt: float, visual: bool = False, sensors: bool = True) -> mujoco.MjModel:
