@@ -417,7 +417,8 @@ class MotrixVectorEnv(VectorEnv):
         shown = self._viewer_lane
         lanes = slice(shown, shown + 1) if self.render_mode == "human" else slice(None)  # the window shows one
         qpos = _host(self.sim.qpos[lanes])
-        markers = self._markers()
+        with torch_threads_ctx(self.torch_threads):  # the markers are small batched ops, as the step's
+            markers = self._markers()
         arrows = [(_host(m.start[lanes]), _host(m.end[lanes]), m.rgba, m.width) for m in markers
                   if isinstance(m, Arrows)]
         spheres = [(_host(m.pos[lanes]), m.rgba, m.radius) for m in markers if isinstance(m, Spheres)]

@@ -197,6 +197,25 @@ def test_runtime_threads_leave_the_callers_setting():
         env.close()
 
 
+def test_markers_are_computed_with_the_runtimes_threads():
+    """``render`` computes the markers (batched torch ops, as a step's) with the env's torch
+    threads, and gives the caller's back: torch's OpenMP workers spinning beside the window's own
+    thread slowed a window on a height-scan task to about half its control rate."""
+    old = torch.get_num_threads()
+    env = make(2, torch_threads=1, render_mode="rgb_array")
+    try:
+        torch.set_num_threads(2)
+        env.reset(seed=0)
+        command, seen = env.runtime.ctx.commands["base_velocity"], []
+        markers = command.markers
+        command.markers = lambda ctx: (seen.append(torch.get_num_threads()), markers(ctx))[1]
+        env.render()
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(old)
+        env.close()
+
+
 @pytest.mark.parametrize("compile", [False, True])
 def test_observation_term_scale_noise_clip_order(compile):
     """An observation term is ``clip(func * scale + noise)``, column for column beside the group's
