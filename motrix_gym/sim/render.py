@@ -180,9 +180,9 @@ class LaneRenderer:
 
 class GroundPieces:
     """The pieces a heightfield is drawn as (``scene.add_ground_pieces``), of which a frame with
-    fog draws only those the fog does not hide entirely: nearer to the camera along its view axis
-    than where the fog ends, as OpenGL's fog measures (at most the distance; in the corners of a
-    wide view, a longer one)."""
+    fog draws only those the fog does not hide entirely. Fog grows with the depth along the view
+    axis, so a piece is drawn while its nearest point is within the distance at which a point in a
+    corner of the view lies at the depth where the fog ends."""
 
     def __init__(self, model: mujoco.MjModel, aspect: float) -> None:
         from motrix_gym.sim.scene import ground_pieces
