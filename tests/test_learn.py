@@ -375,13 +375,14 @@ def test_a_recurrent_policy_trains_plays_evaluates_exports_and_starts_another_ta
 def test_the_random_baseline_gives_each_lane_actions_of_its_own_stream(seed, lanes, more):
     """Lane i acts alike beside any number of lanes, within the action space, on streams that are
     not the env's own lane streams of the same seed."""
+    from gymnasium.spaces import Box
     from tensordict import TensorDict
 
     from motrix_gym.learn.evaluate import baselines
     from motrix_gym.runtime.rng import LaneRng
 
     def actions(n: int) -> list[torch.Tensor]:
-        random = baselines(3, 5.0, seed)["random"]
+        random = baselines(Box(-5.0, 5.0, (3,), np.float32), seed)["random"]
         return [random(TensorDict({}, batch_size=[n])) for _ in range(4)]
 
     few, many = actions(lanes), actions(lanes + more)

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from motrix_gym.learn.evaluate import BASELINES, baselines, start_episodes
+from motrix_gym.learn.evaluate import BASELINES, baselines, start_episodes, task_action_space
 
 ROWS = 64  # the block a feed-forward policy's actions are computed in (``checkpoint_policy``)
 
@@ -63,8 +63,6 @@ def record(env_id: str, dataset_id: str, policy: str | Path, episodes: int, lane
     ``"zero"`` or a checkpoint (a run's folder: its last; or an exported ``.onnx``).
     ``metadata`` go to Minari (``author``, ...); the algorithm's name and a description are
     filled in unless given."""
-    import gymnasium as gym
-
     import motrix_gym
     from motrix_gym.integrations.minari import record_dataset
     from motrix_gym.learn import checkpoint
@@ -74,10 +72,7 @@ def record(env_id: str, dataset_id: str, policy: str | Path, episodes: int, lane
     options = check_task_options(task_options)
     starts = None
     if isinstance(policy, str) and policy in BASELINES:
-        probe = gym.make_vec(env_id, num_envs=1, compile=False, progress=False, **options)
-        space = probe.single_action_space
-        probe.close()
-        baseline = baselines(space.shape[0], float(space.high[0]), seed)[policy]
+        baseline = baselines(task_action_space(env_id, **options), seed)[policy]
 
         def act(obs: np.ndarray) -> np.ndarray:
             return baseline(TensorDict({"policy": torch.from_numpy(obs)}, batch_size=[len(obs)])).numpy()

@@ -88,18 +88,31 @@ class RandomActions:
 BASELINES = ("random", "zero")  # what a trained policy is compared with
 
 
-def baselines(num_actions: int, clip: float, seed: int) -> dict[str, Act]:
-    """Uniform random actions over the action space (``RandomActions``), and zero actions (the
-    default pose)."""
-    draw = RandomActions(torch.full((num_actions,), -clip), torch.full((num_actions,), clip), seed)
+def baselines(space: Any, seed: int) -> dict[str, Act]:
+    """Uniform random actions over ``space`` (one lane's action space, a ``Box``; each lane's from
+    its own stream: ``RandomActions``), and zero actions (the default pose)."""
+    draw = RandomActions(torch.as_tensor(space.low), torch.as_tensor(space.high), seed)
 
     def random(obs: TensorDict) -> torch.Tensor:
         return draw(obs.batch_size[0], obs.device)
 
     def zero(obs: TensorDict) -> torch.Tensor:
-        return torch.zeros(obs.batch_size[0], num_actions, device=obs.device)
+        return torch.zeros(obs.batch_size[0], *space.shape, device=obs.device)
 
     return {"random": random, "zero": zero}
+
+
+def task_action_space(env_id: str, **make: Any) -> Any:
+    """One lane's action space of ``env_id`` made with ``make``, read from a one-lane env."""
+    import gymnasium as gym
+
+    import motrix_gym  # noqa: F401  (registers the ids)
+
+    probe = gym.make_vec(env_id, num_envs=1, compile=False, progress=False, **make)
+    try:
+        return probe.single_action_space
+    finally:
+        probe.close()
 
 
 def evaluate(env_id: str, policy: Act | None, lanes: int = 64, seed: int = 0, progress: bool = True,
@@ -107,18 +120,10 @@ def evaluate(env_id: str, policy: Act | None, lanes: int = 64, seed: int = 0, pr
     """``first_episodes`` of ``policy`` (its deterministic output; skipped when None), random and
     zero actions. ``action_space``: the task's (one lane's), where the caller has it at hand;
     otherwise a one-lane env is made to read it."""
-    import gymnasium as gym
     from tqdm import tqdm
 
-    import motrix_gym  # noqa: F401  (registers the ids)
-
-    if action_space is None:
-        probe = gym.make_vec(env_id, num_envs=1, compile=False, progress=False, **make)
-        action_space = probe.single_action_space
-        probe.close()
-    na, clip = action_space.shape[0], float(action_space.high[0])
     acts: dict[str, Act] = {} if policy is None else {"policy": policy}
-    acts.update(baselines(na, clip, seed))
+    acts.update(baselines(task_action_space(env_id, **make) if action_space is None else action_space, seed))
     out = {}
     for name, act in tqdm(acts.items(), desc=f"evaluate {env_id}", unit="policy", disable=not progress, leave=False):
         out[name] = first_episodes(env_id, act, lanes, seed, **make)

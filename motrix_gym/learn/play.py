@@ -263,8 +263,7 @@ def play(env_id: str, checkpoint_path: str | Path, out: str | Path | None = None
         if baseline is None:
             policy, alg = ready_policy(source, env, env_id)
         else:
-            space = base.single_action_space
-            policy, alg = baselines(space.shape[0], float(space.high[0]), seed)[baseline], None
+            policy, alg = baselines(base.single_action_space, seed)[baseline], None
         rt = base.runtime
         keys = Keys(rt.ctx.commands.values(), start, lanes) if viewer else None
         if keys is not None:
