@@ -387,6 +387,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
                          ("motrix_gym.learn.config", "PpoConfigError"),
                          ("motrix_gym.learn.run_log", "LoggerError"),
                          ("motrix_gym.sim.backend", "MissingExtra"),
+                         ("motrix_gym.runtime.cpu_probe", "CompilerUnavailable"),
                          ("motrix_gym.manager.resolver", "TaskConfigError"),  # a custom task's or an override's
                          ("motrix_gym.manager.overrides", "OverrideError")):
         if module in sys.modules:

@@ -42,7 +42,7 @@ from motrix_gym.manager.resolver import check_groups, resolve
 from motrix_gym.manager.terms import term_params
 from motrix_gym.mdp.markers import Arrows, Spheres
 from motrix_gym.runtime.compile_helpers import Build, Helpers, RankShare
-from motrix_gym.runtime.cpu_probe import CpuProbe
+from motrix_gym.runtime.cpu_probe import CpuProbe, check_compiler
 from motrix_gym.runtime.distributed import Ranks
 from motrix_gym.runtime.graph import import_graph_loader, inductor_options
 from motrix_gym.runtime.graph_store import GraphStore
@@ -205,6 +205,7 @@ class MotrixVectorEnv(VectorEnv):
                 folder = GraphStore.default_folder()
                 if (not CpuProbe.recorded_in(folder) or store is None
                         or not store.has_launches([g.name for g in rt.graphs(groups)])):
+                    check_compiler()  # before anything compiles: the helpers wait for the go below
                     probe = CpuProbe(folder)  # in a thread: the compiler's import overlaps it
                     import_graph_loader()
                     probe.wait(progress)

@@ -1,6 +1,7 @@
 """Bad actions raise ValueError before any state changes; real dtypes are accepted and cast."""
 
 import dataclasses
+import os
 import re
 import subprocess
 import sys
@@ -280,6 +281,23 @@ def test_the_warp_backend_without_its_packages_is_a_one_line_error(argv):
     assert run.stderr.strip().splitlines()[-1] == ("error: backend='warp' needs mujoco-warp and warp-lang: "
                                                    'pip install -e ".[warp]"')
     assert "Traceback" not in run.stderr
+
+
+def test_compiling_without_a_cpp_compiler_is_a_one_line_error(tmp_path):
+    # an empty cache, so that the graphs must be compiled, and a compiler that does not exist, as on a
+    # machine without one
+    env = {**os.environ, "CXX": "/nonexistent/g++", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+    argv = [sys.executable, "-m", "motrix_gym", "run", "Go1BallBalance", "--num-envs", "2", "--steps", "1"]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().splitlines()[-1] == (
+        "error: compile=True builds the runtime's kernels with a C++ compiler (torch.compile's Inductor), and "
+        "none works on this machine (tried /nonexistent/g++; the CXX environment variable names another). "
+        "Install one (Debian/Ubuntu: apt-get install g++), or run eagerly: compile=False (--no-compile)")
+    assert "Traceback" not in run.stderr
+    assert not [f for f in tmp_path.rglob("*") if f.is_file() and f.suffix in (".so", ".cpp", ".pt2")]
+    eager = subprocess.run([*argv, "--no-compile"], capture_output=True, text=True, timeout=300, env=env)
+    assert eager.returncode == 0, eager.stderr
 
 
 @pytest.mark.parametrize(("argv", "message"), [(["bench"], "give a task id or --all"),

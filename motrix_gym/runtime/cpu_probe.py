@@ -7,7 +7,8 @@ every candidate passed on this machine with this torch and this C++ compiler. A 
 with the same facts tells Inductor so through ``cpp.vec_isa_ok`` instead of probing again, and
 gets the same instruction set Inductor's own probe would pick. When any candidate failed, or
 nothing is recorded, the probe runs as Inductor does it, in a thread that overlaps the import
-of the compiler and the start of the compile helpers.
+of the compiler and the start of the compile helpers. ``check_compiler`` comes first: without a
+working C++ compiler nothing can be compiled, and the user hears so in one line.
 """
 
 from __future__ import annotations
@@ -26,6 +27,28 @@ import torch
 from motrix_gym.runtime.graph_store import write_atomically
 
 RECORD = "cpu_probe.json"
+
+
+class CompilerUnavailable(RuntimeError):
+    """``compile=True`` where no C++ compiler works."""
+
+
+def check_compiler() -> None:
+    """Return when Inductor finds a working C++ compiler (it builds every compiled graph's
+    kernels), else raise :class:`CompilerUnavailable` saying what to do instead."""
+    from torch._inductor import config
+    from torch._inductor.cpp_builder import get_cpp_compiler
+    from torch._inductor.exc import InvalidCxxCompiler
+
+    try:
+        get_cpp_compiler()
+    except InvalidCxxCompiler:
+        cxx = config.cpp.cxx if isinstance(config.cpp.cxx, (list, tuple)) else (config.cpp.cxx,)
+        tried = ", ".join(c for c in cxx if c is not None)
+        raise CompilerUnavailable(
+            f"compile=True builds the runtime's kernels with a C++ compiler (torch.compile's Inductor), and "
+            f"none works on this machine (tried {tried}; the CXX environment variable names another). Install "
+            f"one (Debian/Ubuntu: apt-get install g++), or run eagerly: compile=False (--no-compile)") from None
 
 
 def _candidates() -> list[str]:
@@ -68,7 +91,7 @@ class CpuProbe:
         try:
             self._candidates: list[str] | None = _candidates()
             self._key: str | None = _facts(self._candidates)
-        except Exception:  # no working compiler: compiling a graph fails with Inductor's own error
+        except Exception:  # the probe's facts are unknown: it runs, and records nothing
             self._candidates = self._key = None
         self.recorded = self._key is not None and self._key in self._read()
         self._thread: threading.Thread | None = None
