@@ -283,20 +283,34 @@ def test_the_warp_backend_without_its_packages_is_a_one_line_error(argv):
     assert "Traceback" not in run.stderr
 
 
-def test_compiling_without_a_cpp_compiler_is_a_one_line_error(tmp_path):
-    # an empty cache, so that the graphs must be compiled, and a compiler that does not exist, as on a
-    # machine without one
-    env = {**os.environ, "CXX": "/nonexistent/g++", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
-    argv = [sys.executable, "-m", "motrix_gym", "run", "Go1BallBalance", "--num-envs", "2", "--steps", "1"]
-    run = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
-    assert run.returncode == 2, run.stderr
-    assert run.stderr.strip().splitlines()[-1] == (
-        "error: compile=True builds the runtime's kernels with a C++ compiler (torch.compile's Inductor), and "
-        "none works on this machine (tried /nonexistent/g++; the CXX environment variable names another). "
-        "Install one (Debian/Ubuntu: apt-get install g++), or run eagerly: compile=False (--no-compile)")
-    assert "Traceback" not in run.stderr
+NO_HEADERS = ("import sysconfig; get_path = sysconfig.get_path; sysconfig.get_path = lambda name, *a, **k: "
+              "'/nonexistent/include' if name == 'include' else get_path(name, *a, **k); ")
+
+
+@pytest.mark.parametrize(("cxx", "prelude", "message"), [
+    ("/nonexistent/g++", "", "compile=True builds the runtime's kernels with a C++ compiler (torch.compile's "
+     "Inductor), and none works on this machine (tried /nonexistent/g++; the CXX environment variable names "
+     "another). Install one (Debian/Ubuntu: apt-get install g++)"),
+    ("g++", NO_HEADERS, "compile=True builds the runtime's kernels as C++ that includes Python's headers, and this "
+     "interpreter's are missing (no Python.h in /nonexistent/include). Install them (Debian/Ubuntu: apt-get install "
+     f"python{sys.version_info.major}.{sys.version_info.minor}-dev)"),
+])
+def test_compiling_without_a_cpp_compiler_or_pythons_headers_is_a_one_line_error(cxx, prelude, message, tmp_path):
+    # an empty cache, so that the graphs must be compiled, on a machine without a compiler or without
+    # the interpreter's headers (its include folder made to point nowhere)
+    env = {**os.environ, "CXX": cxx, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+
+    def run(*flags: str) -> subprocess.CompletedProcess:
+        argv = ["run", "Go1BallBalance", "--num-envs", "2", "--steps", "1", *flags]
+        code = f"{prelude}import sys; from motrix_gym.__main__ import main; sys.exit(main({argv!r}))"
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+
+    compiled = run()
+    assert compiled.returncode == 2, compiled.stderr
+    assert compiled.stderr.strip().splitlines()[-1] == f"error: {message}, or run eagerly: compile=False (--no-compile)"
+    assert "Traceback" not in compiled.stderr
     assert not [f for f in tmp_path.rglob("*") if f.is_file() and f.suffix in (".so", ".cpp", ".pt2")]
-    eager = subprocess.run([*argv, "--no-compile"], capture_output=True, text=True, timeout=300, env=env)
+    eager = run("--no-compile")
     assert eager.returncode == 0, eager.stderr
 
 

@@ -8,7 +8,8 @@ with the same facts tells Inductor so through ``cpp.vec_isa_ok`` instead of prob
 gets the same instruction set Inductor's own probe would pick. When any candidate failed, or
 nothing is recorded, the probe runs as Inductor does it, in a thread that overlaps the import
 of the compiler and the start of the compile helpers. ``check_compiler`` comes first: without a
-working C++ compiler nothing can be compiled, and the user hears so in one line.
+working C++ compiler and Python's headers nothing can be compiled, and the user hears so in one
+line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import platform
 import shutil
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import torch
@@ -30,16 +32,18 @@ RECORD = "cpu_probe.json"
 
 
 class CompilerUnavailable(RuntimeError):
-    """``compile=True`` where no C++ compiler works."""
+    """``compile=True`` where no C++ compiler works, or Python's headers are missing."""
 
 
 def check_compiler() -> None:
-    """Return when Inductor finds a working C++ compiler (it builds every compiled graph's
-    kernels), else raise :class:`CompilerUnavailable` saying what to do instead."""
+    """Return when Inductor finds a working C++ compiler and Python's headers (every compiled
+    graph is C++ that includes ``Python.h``), else raise :class:`CompilerUnavailable` saying what
+    to do instead."""
     from torch._inductor import config
-    from torch._inductor.cpp_builder import get_cpp_compiler
+    from torch._inductor.cpp_builder import _get_python_related_args, get_cpp_compiler
     from torch._inductor.exc import InvalidCxxCompiler
 
+    eager = "or run eagerly: compile=False (--no-compile)"
     try:
         get_cpp_compiler()
     except InvalidCxxCompiler:
@@ -48,7 +52,16 @@ def check_compiler() -> None:
         raise CompilerUnavailable(
             f"compile=True builds the runtime's kernels with a C++ compiler (torch.compile's Inductor), and "
             f"none works on this machine (tried {tried}; the CXX environment variable names another). Install "
-            f"one (Debian/Ubuntu: apt-get install g++), or run eagerly: compile=False (--no-compile)") from None
+            f"one (Debian/Ubuntu: apt-get install g++), {eager}") from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Inductor's own warning about a missing Python.h: the error below says it
+        include = list(dict.fromkeys(_get_python_related_args()[0]))
+    if not any(os.path.isfile(os.path.join(d, "Python.h")) for d in include):
+        version = f"{sys.version_info.major}.{sys.version_info.minor}"
+        raise CompilerUnavailable(
+            f"compile=True builds the runtime's kernels as C++ that includes Python's headers, and this "
+            f"interpreter's are missing (no Python.h in {', '.join(include)}). Install them (Debian/Ubuntu: "
+            f"apt-get install python{version}-dev), {eager}")
 
 
 def _candidates() -> list[str]:
