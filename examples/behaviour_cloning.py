@@ -1,7 +1,7 @@
 """Behaviour cloning from a Minari dataset, in one file: an MLP regresses the dataset's actions on
 its observations, then runs on the task the dataset was recorded on.
 
-    python -m motrix_gym dataset Motrix/Go1WalkFlat-v0 motrix/go1walkflat/ppo-v0 --policy logs/Go1WalkFlat/<run>
+    python -m motrix_gym dataset Motrix/Go1WalkFlat-v0 motrix/go1walkflat/ppo-v0 --checkpoint logs/Go1WalkFlat/<run>
     python examples/behaviour_cloning.py motrix/go1walkflat/ppo-v0 --epochs 20
 
 Only Minari's API and ``gym.make_vec`` are used: any Minari dataset of a Gymnasium env with Box
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total += float(loss) * len(idx)
+            total += loss.item() * len(idx)
         mse = total / len(x)
         print(f"epoch {epoch + 1:>3}: action MSE {mse:.4f}")
 
