@@ -352,7 +352,7 @@ def cmd_dataset(args: argparse.Namespace) -> None:
 
     from motrix_gym.learn.dataset import BASELINES, record
 
-    policy = args.policy
+    policy = args.checkpoint
     if policy not in BASELINES:
         _require_train_extra()
     if policy is None:
@@ -534,10 +534,10 @@ def main(argv: list[str] | None = None) -> int:
     dset.add_argument("env_id", type=task_id, help=TASK_HELP)
     dset.add_argument("dataset_id", type=dataset_id, help="the Minari id to write: NAMESPACE/NAME-vVERSION, "
                       "in MINARI_DATASETS_PATH (default ~/.minari/datasets)")
-    dset.add_argument("--policy", default=None,
-                      help="random (uniform over the action space), zero (the default pose), or a checkpoint: "
-                           "a model_<it>.pt or a run's folder (its last), or a policy.onnx; default: the last "
-                           "checkpoint of the newest run in --log-dir")
+    dset.add_argument("--checkpoint", default=None,
+                      help="the policy, as play takes it: a model_<it>.pt or a run's folder (its last), or a "
+                           "policy.onnx, or random (uniform over the action space) or zero (the default pose); "
+                           "default: the last checkpoint of the newest run in --log-dir")
     dset.add_argument("--log-dir", default="logs", help="where train wrote the runs")
     dset.add_argument("--episodes", type=count(1), default=100)
     dset.add_argument("--num-envs", type=count(1), default=64,

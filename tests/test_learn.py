@@ -665,7 +665,7 @@ def test_cli_train_then_play_writes_a_gif(tmp_path):
      "observations lack"),
     (["evaluate", "Motrix/Go1WalkFlat-v0", "--checkpoint", "CKPT"],
      "trained on Motrix/G1WalkFlat-v0 (Unitree G1 29-DoF), Motrix/Go1WalkFlat-v0 has a Unitree Go1"),
-    (["dataset", "Motrix/Go1WalkFlat-v0", "motrix/go1/x-v0", "--policy", "CKPT"],
+    (["dataset", "Motrix/Go1WalkFlat-v0", "motrix/go1/x-v0", "--checkpoint", "CKPT"],
      "trained on Motrix/G1WalkFlat-v0 (Unitree G1 29-DoF), Motrix/Go1WalkFlat-v0 has a Unitree Go1"),
     (["play", "Motrix/G1WalkRough-v0", "--checkpoint", "CKPT", "--export", "onnx"],
      "export describes the task a policy was trained on: play Motrix/G1WalkFlat-v0 to export"),

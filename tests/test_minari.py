@@ -223,7 +223,7 @@ def test_the_command_records_baselines_and_a_recurrent_checkpoint(datasets, tmp_
     from motrix_gym.learn.train import train
 
     short = ["--override", "episode_length_s=0.1"]  # 5-step episodes
-    assert main(["dataset", TASK, "motrix/ball/zero-v0", "--policy", "zero", "--episodes", "3", "--num-envs", "2",
+    assert main(["dataset", TASK, "motrix/ball/zero-v0", "--checkpoint", "zero", "--episodes", "3", "--num-envs", "2",
                  *short]) == 0
     zero = minari.load_dataset("motrix/ball/zero-v0")
     assert zero.total_episodes == 3 and zero.storage.metadata["algorithm_name"] == "zero actions (the default pose)"
@@ -232,7 +232,7 @@ def test_the_command_records_baselines_and_a_recurrent_checkpoint(datasets, tmp_
 
     res = train(env_id("Go1WalkFlat"), iterations=1, log_dir=tmp_path / "logs", compile=False, eval_lanes=0,
                 progress=False, config=tiny("Go1WalkFlat").with_(rnn_type="gru", rnn_hidden_dim=8))
-    assert main(["dataset", "Go1WalkFlat", "motrix/go1/gru-v0", "--policy", str(res.run_dir), "--episodes", "4",
+    assert main(["dataset", "Go1WalkFlat", "motrix/go1/gru-v0", "--checkpoint", str(res.run_dir), "--episodes", "4",
                  "--num-envs", "2", "--seed", "3", *short]) == 0
     recorded = [ep.actions for ep in minari.load_dataset("motrix/go1/gru-v0").iterate_episodes()]
 
