@@ -10,7 +10,9 @@ tensors on ``device`` and takes and returns lane ids as tensors there.
 
 from __future__ import annotations
 
+import math
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -29,11 +31,63 @@ class MissingExtra(ImportError):
 
 
 def usable_cores() -> int:
-    """Cores this process may use."""
+    """Cores this process may use: those it may run on, or fewer where its cgroups allow less CPU
+    time (a container's ``--cpus``, systemd's ``CPUQuota``), rounded up: threads and processes
+    beyond the quota only share its time."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+    quota = cpu_quota()
+    return cores if quota is None else max(1, min(cores, math.ceil(quota)))
+
+
+def cpu_quota(root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")) -> float | None:
+    """The CPUs' worth of time per period that this process's cgroups allow: the least over its
+    cgroup and those above it, in cgroup v2 (``cpu.max``) and v1 (``cpu.cfs_quota_us`` over
+    ``cpu.cfs_period_us``); None where none sets one or none can be read. A cgroup's folder is
+    looked for under the hierarchy's mount by its path in ``membership``, and the mount itself is
+    read too: a container sees its own cgroup there, whatever its path on the host."""
+    try:
+        lines = membership.read_text().splitlines()
+    except OSError:
+        return None
+    quotas = []
+    for line in lines:  # hierarchy-id:controllers:path, the controllers empty in v2
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        _, controllers, path = fields
+        if controllers == "":
+            mounts, read = [root], _quota_v2
+        elif "cpu" in controllers.split(","):
+            mounts, read = [root / controllers, root / "cpu"], _quota_v1
+        else:
+            continue
+        rel = path.lstrip("/")
+        for mount in dict.fromkeys(mounts):
+            folder = mount if ".." in rel.split("/") else mount / rel  # a path above the namespace's root
+            for d in {mount, folder, *(p for p in folder.parents if p.is_relative_to(mount))}:
+                if (q := read(d)) is not None:
+                    quotas.append(q)
+    return min(quotas, default=None)
+
+
+def _quota_v2(folder: Path) -> float | None:
+    try:
+        quota, period = (folder / "cpu.max").read_text().split()
+        return None if quota == "max" or int(period) <= 0 else int(quota) / int(period)
+    except (OSError, ValueError):
+        return None
+
+
+def _quota_v1(folder: Path) -> float | None:
+    try:
+        quota = int((folder / "cpu.cfs_quota_us").read_text())
+        period = int((folder / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return None if quota < 0 or period <= 0 else quota / period
 
 
 class SimBackend(Protocol):
