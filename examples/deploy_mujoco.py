@@ -33,10 +33,19 @@ MDP = "motrix_gym.mdp.observations"
 TERRAIN = "motrix_gym.mdp.terrain"
 
 
-def metadata(path: str | Path) -> dict[str, str]:
-    """The metadata of an exported policy file (``motrix_gym/learn/export.py`` says what each means)."""
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return dict(session.get_modelmeta().custom_metadata_map)
+Policy = str | Path | onnxruntime.InferenceSession
+
+
+def load(policy: Policy) -> onnxruntime.InferenceSession:
+    """An exported policy file opened once, on the CPU (a session passes through)."""
+    if isinstance(policy, onnxruntime.InferenceSession):
+        return policy
+    return onnxruntime.InferenceSession(str(policy), providers=["CPUExecutionProvider"])
+
+
+def metadata(policy: Policy) -> dict[str, str]:
+    """The metadata of an exported policy (``motrix_gym/learn/export.py`` says what each means)."""
+    return dict(load(policy).get_modelmeta().custom_metadata_map)
 
 
 def _rotate_inverse(quat: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -47,12 +56,12 @@ def _rotate_inverse(quat: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 class Controller:
-    """The policy of ``path`` with the state a controller keeps between control periods: the last
+    """The exported ``policy`` with the state a controller keeps between control periods: the last
     action, each term's history and a recurrent policy's state."""
 
-    def __init__(self, path: str | Path, model: mujoco.MjModel) -> None:
-        self.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        meta = dict(self.session.get_modelmeta().custom_metadata_map)
+    def __init__(self, policy: Policy, model: mujoco.MjModel) -> None:
+        self.session = load(policy)
+        meta = metadata(self.session)
         self.model = model
 
         def floats(key: str) -> np.ndarray:
@@ -266,17 +275,18 @@ def command_ranges(task: str) -> tuple[tuple[float, float], ...]:
     return next(t.params["ranges"] for t in task_config(task_name(task)).commands if t.cls is VelocityCommand)
 
 
-def run(path: str | Path, command: Sequence[float], seconds: float, model_path: str | None = None,
+def run(policy: Policy, command: Sequence[float], seconds: float, model_path: str | None = None,
         viewer: bool = False, at: tuple[float, float] | None = None) -> dict:
     """Drive the robot for ``seconds`` with ``command`` from ``at`` (x, y; default: the task's
     ``spawn_point``); the mean tracking errors, and when it fell. ``viewer``: show it in real time
     in MuJoCo's viewer, whose keys steer the command (until the window is closed, at most
     ``seconds``)."""
-    task = metadata(path)["task"]
+    policy = load(policy)
+    task = metadata(policy)["task"]
     at = spawn_point(task) if at is None else at
     model = mujoco.MjModel.from_xml_path(model_path) if model_path else task_model(task)
     data = mujoco.MjData(model)
-    c = Controller(path, model)
+    c = Controller(policy, model)
     stand(model, data, c, at=at)
     cmd = np.asarray(command, dtype=np.float64)
     window = None
@@ -336,7 +346,8 @@ def main() -> None:
     if not (np.isfinite(args.seconds) and args.seconds > 0) or not np.isfinite(args.command).all():
         parser.error(f"--seconds must be a finite number > 0 and --command three finite numbers, got {args.seconds} "
                      f"and {args.command}")
-    task = metadata(args.policy)["task"]
+    policy = load(args.policy)
+    task = metadata(policy)["task"]
     if args.save_model:
         Path(args.save_model).write_text(task_spec(task).to_xml())
         return
@@ -344,7 +355,7 @@ def main() -> None:
         at = spawn_point(task, None if args.tile is None else tuple(args.tile))
     except ValueError as e:
         parser.error(f"--tile: {e}")
-    result = run(args.policy, args.command, args.seconds, args.model, args.viewer, at)
+    result = run(policy, args.command, args.seconds, args.model, args.viewer, at)
     if result["lin_vel_error"] is None:
         print("no control period ran: --seconds is shorter than one, or the window was closed first")
         return
