@@ -205,3 +205,20 @@ def test_the_metadata_give_each_term_s_parameters_and_the_gait_clock_s_period(po
     # a file from before these keys existed says nothing of them, and plays
     older = _changed(g1, tmp_path / "older.onnx", gait_period=None, observation_params=None)
     assert play(G1, older, steps=2, progress=False).steps == 2
+
+
+def test_a_run_opens_the_policy_file_once(deploy, exported, monkeypatch):
+    """Its metadata, the task's model and the controller all come from one onnxruntime session."""
+    import onnxruntime
+
+    opened = []
+
+    class Counted(onnxruntime.InferenceSession):
+        def __init__(self, path, *args, **kwargs):
+            opened.append(path)
+            super().__init__(path, *args, **kwargs)
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", Counted)
+    result = deploy.run(exported, (0.5, 0.0, 0.0), 0.1)
+    assert opened == [str(exported)]
+    assert result["seconds"] == pytest.approx(0.1)
