@@ -201,10 +201,11 @@ class MotrixVectorEnv(VectorEnv):
                 elif distributed and store is not None:
                     away = RankShare.start(self.ranks, store, rt.unstored(groups))  # a collective: always
                 # Inductor's CPU probe runs on a machine where it is not recorded, else only if a
-                # graph has no stored launch (a start that loads launches imports no compiler)
+                # graph has no stored launch that holds here (a start that loads launches imports
+                # no compiler)
                 folder = GraphStore.default_folder()
                 if (not CpuProbe.recorded_in(folder) or store is None
-                        or not store.has_launches([g.name for g in rt.graphs(groups)])):
+                        or any(g.first_start() != "launch" for g in rt.graphs(groups))):
                     check_compiler()  # before anything compiles: the helpers wait for the go below
                     probe = CpuProbe(folder)  # in a thread: the compiler's import overlaps it
                     import_graph_loader()

@@ -53,8 +53,10 @@ def test_a_stored_graph_is_loaded_and_runs_on_the_new_objects_state(bump_module,
     mod, _ = bump_module
     store = GraphStore(tmp_path / "graphs", "key")
     first = mod.Bump(3)
+    assert Graph(first.run, compile=True, name="run", store=store).first_start() == "compile"
     assert not run_once(store, first).loaded
     second = mod.Bump(3)
+    assert Graph(second.run, compile=True, name="run", store=store).first_start() == "graph"  # no launch yet
     g = run_once(store, second, 2.0)
     assert g.loaded
     g(torch.tensor(3.0))
@@ -240,7 +242,7 @@ def test_a_stored_launch_runs_the_kernel_on_the_new_objects_state(bump_module, t
     mod, _ = bump_module
     store = GraphStore(tmp_path / "graphs", "key")
     first = run_twice(store, mod.Bump(3))
-    assert first.launch is not None and not first.from_launch and store.has_launches(["run"])
+    assert first.launch is not None and not first.from_launch and first.first_start() == "launch"
     obj = mod.Bump(3)
     g = run_once(store, obj, 2.0)
     assert g.loaded and g.from_launch and g.compiled is None and g._call is g.launch
@@ -278,7 +280,9 @@ def test_a_stored_launch_of_another_machine_or_without_its_library_is_not_used(b
     for change in ({"machine": "another"}, {"library": str(tmp_path / "gone.so")}, {"format": -1}):
         path.write_bytes(json.dumps({**json.loads(head), **change}).encode() + b"\n" + code)
         obj = mod.Bump(3)
-        g = run_once(store, obj)
+        g = Graph(obj.run, compile=True, name="run", store=store)
+        assert g.first_start() == "graph"  # what a start's progress bar says it waits for
+        g(torch.tensor(1.0))
         assert g.loaded and not g.from_launch and torch.equal(obj.x, torch.ones(3))
     path.write_bytes(head[:50])
     assert store.load_launch("run") is None

@@ -221,6 +221,21 @@ class Graph:
     def __call__(self, *args: Any) -> Any:
         return self._call(*args)
 
+    def first_start(self) -> str:
+        """How the first call will likely get the compiled graph, as far as the store tells without
+        loading it: ``"launch"`` (a stored launch recorded here), ``"graph"`` (a stored graph,
+        whose guards are checked then) or ``"compile"``."""
+        if self.store is None:
+            return "compile"
+        rec = self.store.load_launch(self.name)
+        if rec is not None:
+            try:
+                stored_launch.check_recorded_here(rec)
+                return "launch"
+            except (stored_launch.Refused, KeyError, TypeError):
+                pass
+        return "graph" if self.store.has(self.name) else "compile"
+
     @property
     def _function(self) -> Callable:
         """The plain function the graph is made from (a bound method's function takes its object

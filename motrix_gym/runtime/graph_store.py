@@ -240,10 +240,6 @@ class GraphStore:
         """Where the launch record of graph ``name`` is stored."""
         return self._versions(name)[0].with_suffix("").with_suffix(".launch")
 
-    def has_launches(self, names: list[str]) -> bool:
-        """Whether a launch (``stored_launch``) is stored for each graph of ``names``."""
-        return all(self.launch_path(n).is_file() for n in names)
-
     def save_launch(self, name: str, compiled: Any, launch: dict[str, Any]) -> None:
         """Store the launch record of graph ``name`` (compiled as ``compiled``): a line of JSON
         (the traced files' hashes and the record), then the record's bytecode, marshalled."""

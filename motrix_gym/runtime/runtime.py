@@ -432,10 +432,12 @@ class TorchManagerRuntime:
                     bar.set_postfix_str(f"waiting for {away.label} compiling {', '.join(sorted(elsewhere))}")
                     away.wait()
                     away = None
-                if fn.store is not None and fn.store.has_launches([fn.name]):
+                start = fn.first_start()
+                if start == "launch":
                     doing = "loading the stored launch"
-                elif fn.store is not None and fn.store.has(fn.name):
-                    doing = "loading the stored graph"
+                elif start == "graph":
+                    # the C++ library is Inductor's cache's, built by this torch install or built now
+                    doing = "loading the stored graph (seconds more where its C++ is built for this torch install)"
                 else:
                     doing = "tracing and compiling, tens of seconds; stored for later starts at any lane count"
                     if away is not None:

@@ -358,13 +358,19 @@ def record(aot: Any, fn: Callable, kernel: Callable, kernel_inputs: list, full: 
             "bytecode": code}
 
 
+def check_recorded_here(rec: dict[str, Any]) -> None:
+    """Raise ``Refused`` unless the record was made by this version on this machine and torch
+    install and its kernel library is still there: what a record's use needs before its guards."""
+    if rec.get("format") != FORMAT or rec.get("machine") != machine():
+        raise Refused("recorded by another version, machine or torch install")
+    if not Path(rec["library"]).is_file():
+        raise Refused(f"kernel library {rec['library']} is gone")
+
+
 def load(rec: dict[str, Any], fn: Callable, full: tuple) -> tuple[Entry, list]:
     """The entry point and the kernel inputs for ``full`` (``fn``'s arguments) from a record;
     raises ``Refused`` when anything differs from where it was recorded."""
-    if rec.get("format") != FORMAT or rec["machine"] != machine():
-        raise Refused("recorded by another version or machine")
-    if not Path(rec["library"]).is_file():
-        raise Refused(f"kernel library {rec['library']} is gone")
+    check_recorded_here(rec)
     where = f_locals(fn, full)
     failed = next((g for g in rec["guards"] if not _eval(g, where)), None)
     if failed is not None:
