@@ -288,6 +288,26 @@ def test_a_stored_launch_of_another_machine_or_without_its_library_is_not_used(b
     assert store.load_launch("run") is None
 
 
+def test_each_torch_install_keeps_its_own_stored_launch(bump_module, tmp_path, monkeypatch):
+    """Two venvs sharing one cache: the second records its own launch instead of replacing the
+    first's, so both start from a launch afterwards."""
+    from motrix_gym.runtime import stored_launch
+
+    mod, _ = bump_module
+    store = GraphStore(tmp_path / "graphs", "key")
+    run_twice(store, mod.Bump(3))
+    with monkeypatch.context() as m:
+        m.setattr(stored_launch, "machine", lambda: "another install")
+        g = Graph(mod.Bump(3).run, compile=True, name="run", store=store)
+        assert g.first_start() == "graph"  # this install has no launch of its own yet
+        run_twice(store, mod.Bump(3))
+        assert run_once(store, mod.Bump(3)).from_launch
+    assert Graph(mod.Bump(3).run, compile=True, name="run", store=store).first_start() == "launch"
+    obj = mod.Bump(3)
+    g = run_once(store, obj, 2.0)
+    assert g.from_launch and torch.equal(obj.x, torch.full((3,), 2.0))
+
+
 def test_guards_are_rewritten_only_as_plain_reads():
     from motrix_gym.runtime.stored_launch import Refused, _eval
 

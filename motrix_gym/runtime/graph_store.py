@@ -19,8 +19,9 @@ A stored graph is used only when all of these hold:
 Whatever fails, the graph is compiled again and stored as another version of it (files are
 written atomically: ranks of one run write the same names).
 
-Beside each graph the store keeps its launch record (``stored_launch``), with which a later
-process starts the graph's kernel without loading the graph or importing the compiler.
+Beside each graph the store keeps its launch record (``stored_launch``), one per torch install,
+with which a later process starts the graph's kernel without loading the graph or importing the
+compiler.
 
 Every edit of a task or of motrix-gym, and every torch upgrade, makes new fingerprints, and the
 graphs of the old ones are never loaded again. The folder is therefore kept to ``max_bytes``:
@@ -48,6 +49,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from motrix_gym.runtime import stored_launch
 
 # Versions kept per graph: a graph may specialize on its lane count (a branch on whether there
 # are more lanes than motion frames, say), and each specialization is a version of its own.
@@ -237,8 +240,11 @@ class GraphStore:
         return None
 
     def launch_path(self, name: str) -> Path:
-        """Where the launch record of graph ``name`` is stored."""
-        return self._versions(name)[0].with_suffix("").with_suffix(".launch")
+        """Where this machine and torch install keep the launch record of graph ``name``: one
+        file per install, since a record holds only for the install that made it and venvs may
+        share one cache."""
+        base = self._versions(name)[0].with_suffix("").with_suffix("")
+        return base.with_name(f"{base.name}.{stored_launch.machine()[:16]}.launch")
 
     def save_launch(self, name: str, compiled: Any, launch: dict[str, Any]) -> None:
         """Store the launch record of graph ``name`` (compiled as ``compiled``): a line of JSON
