@@ -90,15 +90,15 @@ def task_options(name: str) -> tuple[str, ...] | None:
 
 
 def task_config(name: str, overrides: Any = None, **options: Any) -> Any:
-    """Build the TaskConfig of task ``name`` with make-time ``options``, then change it by
+    """Build the TaskConfig of task ``name`` (``"G1WalkFlat"`` or its id, ``"Motrix/G1WalkFlat-v0"``)
+    with make-time ``options``, then change it by
     ``overrides`` (``{"rewards.alive.weight": 0.0, ...}``: ``manager/overrides.py``), which
     every task takes.
 
     An option the task does not take is a TypeError naming it, as Python reports an unexpected
     keyword argument (trainers such as TorchRL rely on that wording to fall back, e.g. to their
     own frame skipping: a task's control rate is fixed by its decimation)."""
-    if not (isinstance(name, str) and name in TASKS):
-        raise unknown_task(name)
+    name = task_name(name)
     builder = _load(TASKS[name].builder)
     params = _takes(builder)  # None: any keyword, checked where it is passed on
     unknown = [] if params is None else sorted(k for k in options if k not in params)

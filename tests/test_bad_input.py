@@ -146,6 +146,10 @@ def test_unknown_task_option_names_the_task_and_its_options(task):
         task_config(task, **{foreign: None})
 
 
+def test_task_config_takes_a_task_by_name_or_by_id():
+    assert task_config("Motrix/Go1WalkFlat-v0", mode="play") == task_config("Go1WalkFlat", mode="play")
+
+
 @pytest.mark.parametrize("bad", ["G1Walk", "Motrix/G1WalkFlat-v1", "motrix/g1walkflat-v0", None, 3, ["G1WalkFlat"]])
 def test_every_entry_point_refuses_an_unknown_task_in_the_same_words(bad):
     said = (rf"^unknown task {re.escape(repr(bad))}; registered: G1WbtDance, .*, Go1BallBalance, "
