@@ -221,10 +221,10 @@ def height_scan(c: Controller, data: mujoco.MjData) -> np.ndarray:
 def task_spec(task: str, visual: bool = False) -> mujoco.MjSpec:
     """The physics model of ``task`` (an id) in play mode, as motrix_gym builds it (``visual``:
     with the meshes that are only drawn, for a viewer)."""
-    from motrix_gym.envs import task_config, task_name
+    from motrix_gym.envs import task_config
     from motrix_gym.sim.scene import build_spec
 
-    cfg = task_config(task_name(task), mode="play")
+    cfg = task_config(task, mode="play")
     spec = build_spec(cfg.scene, cfg.sim_dt, visual=visual)
     spec.meshdir = str(Path(cfg.scene.robot.xml).parent / spec.meshdir)  # so that a saved copy finds them
     return spec
@@ -238,10 +238,10 @@ def spawn_point(task: str, tile: tuple[int, int] | None = None) -> tuple[float, 
     """Where the robot starts on ``task`` (an id): on generated terrain, the centre of tile
     ``tile`` = (row, column), whose flat platform robots spawn on (the row is the difficulty level,
     from 0; default (0, 0), the easiest); on flat ground, the origin."""
-    from motrix_gym.envs import task_config, task_name
+    from motrix_gym.envs import task_config
     from motrix_gym.sim.terrain import generate
 
-    terrain = task_config(task_name(task), mode="play").scene.terrain
+    terrain = task_config(task, mode="play").scene.terrain
     if terrain.flat:
         if tile is not None:
             raise ValueError(f"tile {tile}: {task} walks on flat ground, which has no tiles")
@@ -269,10 +269,10 @@ def stand(model: mujoco.MjModel, data: mujoco.MjData, c: Controller, lift: float
 
 def command_ranges(task: str) -> tuple[tuple[float, float], ...]:
     """The (lo, hi) of vx, vy and yaw rate that ``task`` (an id) draws its velocity commands from."""
-    from motrix_gym.envs import task_config, task_name
+    from motrix_gym.envs import task_config
     from motrix_gym.mdp.commands import VelocityCommand
 
-    return next(t.params["ranges"] for t in task_config(task_name(task)).commands if t.cls is VelocityCommand)
+    return next(t.params["ranges"] for t in task_config(task).commands if t.cls is VelocityCommand)
 
 
 def run(policy: Policy, command: Sequence[float], seconds: float, model_path: str | None = None,
