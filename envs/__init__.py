@@ -91,9 +91,8 @@ def task_options(name: str) -> tuple[str, ...] | None:
 
 def task_config(name: str, overrides: Any = None, **options: Any) -> Any:
     """Build the TaskConfig of task ``name`` (``"G1WalkFlat"`` or its id, ``"Motrix/G1WalkFlat-v0"``)
-    with make-time ``options``, then change it by
-    ``overrides`` (``{"rewards.alive.weight": 0.0, ...}``: ``manager/overrides.py``), which
-    every task takes.
+    with make-time ``options``, then change it by ``overrides`` (``{"rewards.alive.weight": 0.0,
+    ...}``: ``manager/overrides.py``), which every task takes.
 
     An option the task does not take is a TypeError naming it, as Python reports an unexpected
     keyword argument (trainers such as TorchRL rely on that wording to fall back, e.g. to their
